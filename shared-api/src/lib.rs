@@ -1,5 +1,8 @@
 //! The contract between `nova-webhook` and `nova-controller`: the custom resource types and
 //! every name, condition, owned key and resolved value both binaries must agree on.
 
+pub mod conditions;
 pub mod crd;
+pub mod names;
+pub mod owned_keys;
 pub mod v1alpha1;
