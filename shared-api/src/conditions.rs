@@ -130,7 +130,10 @@ impl Vocabulary {
 }
 
 const fn vocab(true_reasons: &'static [Reason], false_reasons: &'static [Reason]) -> Vocabulary {
-    Vocabulary { true_reasons, false_reasons }
+    Vocabulary {
+        true_reasons,
+        false_reasons,
+    }
 }
 
 const AGGREGATE: Vocabulary = vocab(&[R::AllReady], &[R::NotAllReady]);
@@ -141,16 +144,32 @@ const VPA: Vocabulary = vocab(
 );
 const ROUTE: Vocabulary = vocab(
     &[R::HTTPRouteAccepted, R::HTTPRouteNotRequired],
-    &[R::HTTPRouteNotAccepted, R::GatewayAPINotInstalled, R::CapabilityProbeFailed],
+    &[
+        R::HTTPRouteNotAccepted,
+        R::GatewayAPINotInstalled,
+        R::CapabilityProbeFailed,
+    ],
 );
 
 impl NovaConditionType {
     /// The sixteen sub-conditions whose conjunction is Ready (ExtraConfigHealthy stays out).
     pub const AGGREGATED: [NovaConditionType; 16] = [
-        N::SecretsReady, N::ComputeConfigReady, N::DatabaseReady, N::ConductorReady,
-        N::SchedulerReady, N::MetadataReady, N::ConsoleProxyReady, N::DeploymentReady,
-        N::DBArchiveReady, N::NovaAPIReady, N::HPAReady, N::VPAReady, N::NetworkPolicyReady,
-        N::HTTPRouteReady, N::MetadataHTTPRouteReady, N::ConsoleHTTPRouteReady,
+        N::SecretsReady,
+        N::ComputeConfigReady,
+        N::DatabaseReady,
+        N::ConductorReady,
+        N::SchedulerReady,
+        N::MetadataReady,
+        N::ConsoleProxyReady,
+        N::DeploymentReady,
+        N::DBArchiveReady,
+        N::NovaAPIReady,
+        N::HPAReady,
+        N::VPAReady,
+        N::NetworkPolicyReady,
+        N::HTTPRouteReady,
+        N::MetadataHTTPRouteReady,
+        N::ConsoleHTTPRouteReady,
     ];
 
     /// The reasons this condition may carry.
@@ -159,11 +178,17 @@ impl NovaConditionType {
             N::SecretsReady => vocab(
                 &[R::SecretsAvailable],
                 &[
-                    R::TargetClusterUnavailable, R::SecretStoreNotReady,
-                    R::ClusterSecretStoreUnsupported, R::WaitingForDBCredentials,
-                    R::WaitingForServiceUserCredentials, R::WaitingForMetadataSharedSecret,
-                    R::MetadataSharedSecretEmpty, R::WaitingForMessagingCA,
-                    R::WaitingForMessagingCredentials, R::TransportURLRejected, R::ConfigError,
+                    R::TargetClusterUnavailable,
+                    R::SecretStoreNotReady,
+                    R::ClusterSecretStoreUnsupported,
+                    R::WaitingForDBCredentials,
+                    R::WaitingForServiceUserCredentials,
+                    R::WaitingForMetadataSharedSecret,
+                    R::MetadataSharedSecretEmpty,
+                    R::WaitingForMessagingCA,
+                    R::WaitingForMessagingCredentials,
+                    R::TransportURLRejected,
+                    R::ConfigError,
                 ],
             ),
             N::ComputeConfigReady => vocab(
@@ -173,12 +198,23 @@ impl NovaConditionType {
             N::DatabaseReady => vocab(
                 &[R::DatabaseSynced],
                 &[
-                    R::ClusterNotReady, R::WaitingForDatabase, R::WaitingForConfig,
-                    R::ImageReleaseMismatch, R::DBSyncFailed, R::DBSyncInProgress,
-                    R::VersionParseError, R::DowngradeNotSupported, R::UpgradePathInvalid,
-                    R::UpgradeTargetChanged, R::ExpandInProgress, R::MigrateInProgress,
-                    R::UpgradeRollingUpdate, R::ContractInProgress, R::ExpandFailed,
-                    R::MigrateFailed, R::ContractFailed,
+                    R::ClusterNotReady,
+                    R::WaitingForDatabase,
+                    R::WaitingForConfig,
+                    R::ImageReleaseMismatch,
+                    R::DBSyncFailed,
+                    R::DBSyncInProgress,
+                    R::VersionParseError,
+                    R::DowngradeNotSupported,
+                    R::UpgradePathInvalid,
+                    R::UpgradeTargetChanged,
+                    R::ExpandInProgress,
+                    R::MigrateInProgress,
+                    R::UpgradeRollingUpdate,
+                    R::ContractInProgress,
+                    R::ExpandFailed,
+                    R::MigrateFailed,
+                    R::ContractFailed,
                 ],
             ),
             N::ConductorReady => vocab(&[R::ConductorReady], &[R::WaitingForConductor]),
@@ -196,8 +232,11 @@ impl NovaConditionType {
             N::NovaAPIReady => vocab(
                 &[R::APIHealthy],
                 &[
-                    R::APIUnhealthy, R::EndpointNotReady, R::HealthCheckTimeout,
-                    R::ConnectionFailed, R::HealthCheckFailed,
+                    R::APIUnhealthy,
+                    R::EndpointNotReady,
+                    R::HealthCheckTimeout,
+                    R::ConnectionFailed,
+                    R::HealthCheckFailed,
                 ],
             ),
             N::HPAReady => vocab(&[R::HPAReady, R::HPANotRequired], &[]),
@@ -215,8 +254,14 @@ impl NovaConditionType {
 impl NovaComputeConditionType {
     /// The eight sub-conditions whose conjunction is Ready (ExtraConfigHealthy stays out).
     pub const AGGREGATED: [NovaComputeConditionType; 8] = [
-        C::NovaReady, C::NodesReady, C::ConfigReady, C::DaemonSetReady, C::VPAReady,
-        C::AggregatesReady, C::ServicesReady, C::TraitsReady,
+        C::NovaReady,
+        C::NodesReady,
+        C::ConfigReady,
+        C::DaemonSetReady,
+        C::VPAReady,
+        C::AggregatesReady,
+        C::ServicesReady,
+        C::TraitsReady,
     ];
 
     /// The reasons this condition may carry.
@@ -225,20 +270,31 @@ impl NovaComputeConditionType {
             C::NovaReady => vocab(
                 &[R::NovaResolved],
                 &[
-                    R::NovaNotFound, R::WaitingForInstalledRelease, R::ComputeConfigNotPublished,
-                    R::TargetClusterUnavailable, R::WaitingForServiceUserSecret, R::NovaError,
+                    R::NovaNotFound,
+                    R::WaitingForInstalledRelease,
+                    R::ComputeConfigNotPublished,
+                    R::TargetClusterUnavailable,
+                    R::WaitingForServiceUserSecret,
+                    R::NovaError,
                 ],
             ),
             C::NodesReady => vocab(
                 &[R::NodesResolved],
                 &[
-                    R::NoMatchingNodes, R::NodeConflict, R::NodesForbidden, R::NodeListError,
+                    R::NoMatchingNodes,
+                    R::NodeConflict,
+                    R::NodesForbidden,
+                    R::NodeListError,
                     R::TargetClusterUnavailable,
                 ],
             ),
             C::ConfigReady => vocab(
                 &[R::ConfigRendered],
-                &[R::WaitingForComputeConfig, R::ComputeConfigIncomplete, R::ConfigError],
+                &[
+                    R::WaitingForComputeConfig,
+                    R::ComputeConfigIncomplete,
+                    R::ConfigError,
+                ],
             ),
             C::DaemonSetReady => vocab(
                 &[R::DaemonSetReady],
@@ -248,24 +304,35 @@ impl NovaComputeConditionType {
             C::AggregatesReady => vocab(
                 &[R::AggregatesEnsured, R::NodesOutsideZoneAggregate],
                 &[
-                    R::NodesWithoutZone, R::AggregateZoneMismatch, R::WaitingForAggregate,
-                    R::ComputeAPIError, R::NovaComputeListError,
+                    R::NodesWithoutZone,
+                    R::AggregateZoneMismatch,
+                    R::WaitingForAggregate,
+                    R::ComputeAPIError,
+                    R::NovaComputeListError,
                 ],
             ),
             C::ServicesReady => vocab(
                 &[R::ServicesUp, R::Draining],
                 &[
-                    R::WaitingForServices, R::WaitingForHostMapping, R::HostDiscoveryError,
-                    R::ServicesDown, R::ComputeAPIError, R::PodListError,
+                    R::WaitingForServices,
+                    R::WaitingForHostMapping,
+                    R::HostDiscoveryError,
+                    R::ServicesDown,
+                    R::ComputeAPIError,
+                    R::PodListError,
                     R::TargetClusterUnavailable,
                 ],
             ),
             C::TraitsReady => vocab(
                 &[R::NoTraitsDeclared, R::TraitsApplied],
                 &[
-                    R::HypervisorOperatorNotInstalled, R::HypervisorsForbidden,
-                    R::NodesWithoutHypervisor, R::NovaComputeListError, R::ComputeAPIError,
-                    R::WaitingForHypervisorOperator, R::HypervisorError,
+                    R::HypervisorOperatorNotInstalled,
+                    R::HypervisorsForbidden,
+                    R::NodesWithoutHypervisor,
+                    R::NovaComputeListError,
+                    R::ComputeAPIError,
+                    R::WaitingForHypervisorOperator,
+                    R::HypervisorError,
                 ],
             ),
             C::ExtraConfigHealthy => EXTRA_CONFIG,
@@ -297,7 +364,10 @@ mod tests {
         for r in Reason::ALL {
             assert_eq!(Reason::parse(r.as_str()), Some(*r));
         }
-        assert_eq!(Reason::TransportURLRejected.to_string(), "TransportURLRejected");
+        assert_eq!(
+            Reason::TransportURLRejected.to_string(),
+            "TransportURLRejected"
+        );
         assert_eq!(NovaConditionType::DBArchiveReady.as_str(), "DBArchiveReady");
         assert_eq!(NovaComputeConditionType::NovaReady.as_str(), "NovaReady");
     }
@@ -311,7 +381,10 @@ mod tests {
             .flat_map(|v| v.true_reasons.iter().chain(v.false_reasons).copied())
             .collect();
         for r in Reason::ALL {
-            assert!(used.contains(r), "{r} is declared but no condition carries it");
+            assert!(
+                used.contains(r),
+                "{r} is declared but no condition carries it"
+            );
         }
     }
 
@@ -320,10 +393,17 @@ mod tests {
         let vocabularies = NovaConditionType::ALL
             .iter()
             .map(|t| (t.as_str(), t.vocabulary()))
-            .chain(NovaComputeConditionType::ALL.iter().map(|t| (t.as_str(), t.vocabulary())));
+            .chain(
+                NovaComputeConditionType::ALL
+                    .iter()
+                    .map(|t| (t.as_str(), t.vocabulary())),
+            );
         for (name, v) in vocabularies {
             for r in v.true_reasons {
-                assert!(!v.false_reasons.contains(r), "{name}: {r} is both True and False");
+                assert!(
+                    !v.false_reasons.contains(r),
+                    "{name}: {r} is both True and False"
+                );
             }
         }
     }

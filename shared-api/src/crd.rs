@@ -10,7 +10,10 @@ use crate::v1alpha1::{Nova, NovaCompute};
 pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
     vec![
         ("nova.openstack.c5c3.io_novas.yaml", finish(Nova::crd())),
-        ("nova.openstack.c5c3.io_novacomputes.yaml", finish(NovaCompute::crd())),
+        (
+            "nova.openstack.c5c3.io_novacomputes.yaml",
+            finish(NovaCompute::crd()),
+        ),
     ]
 }
 

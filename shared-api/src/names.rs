@@ -44,7 +44,9 @@ const DISCOVER_HOSTS_SUFFIX: &str = "-discover-hosts";
 
 /// The forbidden suffix a Nova name ends in, if any.
 pub fn nova_forbidden_suffix(name: &str) -> Option<&'static str> {
-    NOVA_FORBIDDEN_SUFFIXES.into_iter().find(|s| name.ends_with(s))
+    NOVA_FORBIDDEN_SUFFIXES
+        .into_iter()
+        .find(|s| name.ends_with(s))
 }
 
 /// The first 8 lowercase hex characters of SHA-256 over `input`.
@@ -134,7 +136,9 @@ impl<'a> NovaNames<'a> {
 
     /// The Database and Grant of cell0: its SQL name lowercased with `_` mapped to `-`.
     pub fn cell0_object(&self, database: &str) -> String {
-        let sql = Self::cell0_schema(database).to_lowercase().replace('_', "-");
+        let sql = Self::cell0_schema(database)
+            .to_lowercase()
+            .replace('_', "-");
         format!("{}-{sql}", self.name)
     }
 
@@ -248,7 +252,10 @@ mod tests {
             (n.transport_url(), "nova-transport-url"),
             (n.compute_config(), "nova-compute-config"),
             (n.remote_compute_config(), "nova-remote-compute-config"),
-            (n.hypervisor_operator_auth(), "nova-hypervisor-operator-auth"),
+            (
+                n.hypervisor_operator_auth(),
+                "nova-hypervisor-operator-auth",
+            ),
             (n.db_sync(), "nova-db-sync"),
             (n.db_expand(), "nova-db-expand"),
             (n.db_migrate(), "nova-db-migrate"),
@@ -279,10 +286,20 @@ mod tests {
         let name = format!("nova-{}", "x".repeat(45));
         let cron = NovaNames::new(&name).db_archive();
         assert_eq!(cron.len(), CRONJOB_NAME_MAX);
-        assert_eq!(cron, format!("nova-{}-{}-db-archive", "x".repeat(27), short_hash(name.as_bytes())));
+        assert_eq!(
+            cron,
+            format!(
+                "nova-{}-{}-db-archive",
+                "x".repeat(27),
+                short_hash(name.as_bytes())
+            )
+        );
         // The spec's own example: a 50-character name keeps 39 characters before the hash.
         let job = NovaNames::new(&name).discover_hosts();
-        assert_eq!(job, format!("nova-{}-f95b4e61-discover-hosts", "x".repeat(34)));
+        assert_eq!(
+            job,
+            format!("nova-{}-f95b4e61-discover-hosts", "x".repeat(34))
+        );
         assert_eq!(job.len(), JOB_NAME_MAX);
     }
 
@@ -299,11 +316,20 @@ mod tests {
     fn the_collapse_is_content_stable() {
         let a = format!("{}a", "n".repeat(48));
         let b = format!("{}b", "n".repeat(48));
-        assert_eq!(NovaNames::new(&a).discover_hosts(), NovaNames::new(&a).discover_hosts());
-        assert_ne!(NovaNames::new(&a).discover_hosts(), NovaNames::new(&b).discover_hosts());
+        assert_eq!(
+            NovaNames::new(&a).discover_hosts(),
+            NovaNames::new(&a).discover_hosts()
+        );
+        assert_ne!(
+            NovaNames::new(&a).discover_hosts(),
+            NovaNames::new(&b).discover_hosts()
+        );
         // A name whose plain Job name still fits 63 characters is not collapsed.
         let fits = "n".repeat(JOB_NAME_MAX - "-discover-hosts".len());
-        assert_eq!(NovaNames::new(&fits).discover_hosts(), format!("{fits}-discover-hosts"));
+        assert_eq!(
+            NovaNames::new(&fits).discover_hosts(),
+            format!("{fits}-discover-hosts")
+        );
     }
 
     #[test]

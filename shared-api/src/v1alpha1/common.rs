@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::DeploymentStrategy;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscalerBehavior;
-use k8s_openapi::api::core::v1::{Affinity, ResourceRequirements, Toleration, TopologySpreadConstraint};
+use k8s_openapi::api::core::v1::{
+    Affinity, ResourceRequirements, Toleration, TopologySpreadConstraint,
+};
 use k8s_openapi::api::networking::v1::NetworkPolicyEgressRule;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -45,7 +47,10 @@ pub struct ImageSpec {
 #[serde(rename_all = "camelCase")]
 pub struct SecretRefSpec {
     /// The Secret's name.
-    #[schemars(length(min = 1, max = 253), pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"))]
+    #[schemars(
+        length(min = 1, max = 253),
+        pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
     pub name: String,
     /// The key inside the Secret; each use site defines its own default key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -207,7 +212,10 @@ pub struct SecretStoreRefSpec {
     #[schemars(extend("default" = "ClusterSecretStore"))]
     pub kind: Option<SecretStoreKind>,
     /// The store's name.
-    #[schemars(length(min = 1, max = 253), pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"))]
+    #[schemars(
+        length(min = 1, max = 253),
+        pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
     pub name: String,
 }
 
@@ -216,7 +224,10 @@ pub struct SecretStoreRefSpec {
 #[serde(rename_all = "camelCase")]
 pub struct TargetClusterRefSpec {
     /// The name of the target cluster's registration Secret.
-    #[schemars(length(min = 1, max = 253), pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"))]
+    #[schemars(
+        length(min = 1, max = 253),
+        pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
     pub name: String,
 }
 
@@ -380,7 +391,11 @@ pub struct AutoscalingSpec {
     #[schemars(range(min = 1))]
     pub max_replicas: i32,
     /// Target average CPU utilization in percent of the requests.
-    #[serde(default, rename = "targetCPUUtilization", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "targetCPUUtilization",
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(range(min = 1, max = 100))]
     pub target_cpu_utilization: Option<i32>,
     /// Target average memory utilization in percent of the requests.

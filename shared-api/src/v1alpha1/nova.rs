@@ -17,6 +17,8 @@ use super::common::{
 pub type ExtraConfig = BTreeMap<String, BTreeMap<String, String>>;
 
 /// The desired state of one Nova compute control plane.
+// kube's printcolumn(...) entries repeat `type_ = ...`, which clippy mistakes for duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[kube(
     group = "nova.openstack.c5c3.io",
@@ -27,10 +29,22 @@ pub type ExtraConfig = BTreeMap<String, BTreeMap<String, String>>;
     status = "NovaStatus",
     derive = "PartialEq",
     doc = "A Nova compute control plane: its release, image, databases, cache, message bus, Keystone integration and five Deployments.",
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type=='Ready')].status"),
-    printcolumn(name = "Release", type_ = "string", json_path = ".status.installedRelease"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='Ready')].status"
+    ),
+    printcolumn(
+        name = "Release",
+        type_ = "string",
+        json_path = ".status.installedRelease"
+    ),
     printcolumn(name = "Endpoint", type_ = "string", json_path = ".status.endpoint"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = ("has(self.targetClusterRef) == has(oldSelf.targetClusterRef)", "targetClusterRef is immutable"))]

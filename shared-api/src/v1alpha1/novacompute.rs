@@ -13,6 +13,8 @@ use super::common::{ImageSpec, TargetClusterRefSpec, VerticalAutoscalingSpec};
 use super::nova::ExtraConfig;
 
 /// The desired state of one nova-compute node pool.
+// kube's printcolumn(...) entries repeat `type_ = ...`, which clippy mistakes for duplicates.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[kube(
     group = "nova.openstack.c5c3.io",
@@ -23,10 +25,26 @@ use super::nova::ExtraConfig;
     status = "NovaComputeStatus",
     derive = "PartialEq",
     doc = "A nova-compute node pool: a DaemonSet on the nodes its selector matches, joined to a Nova through its compute contract.",
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type=='Ready')].status"),
-    printcolumn(name = "Desired", type_ = "integer", json_path = ".status.desiredNumberScheduled"),
-    printcolumn(name = "Ready pods", type_ = "integer", json_path = ".status.numberReady"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='Ready')].status"
+    ),
+    printcolumn(
+        name = "Desired",
+        type_ = "integer",
+        json_path = ".status.desiredNumberScheduled"
+    ),
+    printcolumn(
+        name = "Ready pods",
+        type_ = "integer",
+        json_path = ".status.numberReady"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = ("has(self.targetClusterRef) == has(oldSelf.targetClusterRef)", "targetClusterRef is immutable"))]
@@ -66,7 +84,10 @@ pub struct NovaComputeSpec {
     pub target_cluster_ref: Option<TargetClusterRefSpec>,
     /// Custom Placement traits every managed node of the pool carries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 128), inner(length(max = 255), pattern(r"^CUSTOM_[A-Z0-9_]+$")))]
+    #[schemars(
+        length(max = 128),
+        inner(length(max = 255), pattern(r"^CUSTOM_[A-Z0-9_]+$"))
+    )]
     #[x_kube(merge_strategy = ListMerge::Set)]
     pub traits: Option<Vec<String>>,
     /// Per-node additions to traits.
@@ -137,7 +158,10 @@ pub struct NovaComputeLibvirtSpec {
     pub cpu_mode: Option<CpuMode>,
     /// [libvirt] cpu_models, only with cpuMode custom.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 64), inner(length(max = 128), pattern(r"^[A-Za-z0-9_.-]+$")))]
+    #[schemars(
+        length(max = 64),
+        inner(length(max = 128), pattern(r"^[A-Za-z0-9_.-]+$"))
+    )]
     pub cpu_models: Option<Vec<String>>,
     /// [libvirt] images_type; Nova's default when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -172,10 +196,16 @@ pub struct NovaComputeUpdateStrategy {
 #[serde(rename_all = "camelCase")]
 pub struct NovaComputeHostTraits {
     /// The node (compute host) name.
-    #[schemars(length(min = 1, max = 253), pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"))]
+    #[schemars(
+        length(min = 1, max = 253),
+        pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
     pub node: String,
     /// The node's additional custom traits.
-    #[schemars(length(min = 1, max = 128), inner(length(max = 255), pattern(r"^CUSTOM_[A-Z0-9_]+$")))]
+    #[schemars(
+        length(min = 1, max = 128),
+        inner(length(max = 255), pattern(r"^CUSTOM_[A-Z0-9_]+$"))
+    )]
     #[x_kube(merge_strategy = ListMerge::Set)]
     pub traits: Vec<String>,
 }

@@ -1,0 +1,616 @@
+//! The generated CRDs: committed files in sync, every CEL rule and enum of the spec present,
+//! and a structural schema the API server accepts.
+
+use nova_api::crd;
+use serde_json::Value;
+
+fn schemas() -> Vec<(&'static str, Value)> {
+    crd::all()
+        .into_iter()
+        .map(|(file, crd)| {
+            let value = serde_json::to_value(&crd).expect("serializes");
+            (
+                file,
+                value["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone(),
+            )
+        })
+        .collect()
+}
+
+fn schema(file_prefix: &str) -> Value {
+    schemas()
+        .into_iter()
+        .find(|(file, _)| file.contains(file_prefix))
+        .map(|(_, s)| s)
+        .expect("known CRD")
+}
+
+/// Follows a dotted property path; `[]` steps into list items, `{}` into map values.
+fn at<'a>(schema: &'a Value, path: &str) -> &'a Value {
+    path.split('.')
+        .filter(|s| !s.is_empty())
+        .fold(schema, |node, step| match step {
+            "[]" => &node["items"],
+            "{}" => &node["additionalProperties"],
+            name => &node["properties"][name],
+        })
+}
+
+fn rules(node: &Value) -> Vec<(String, String)> {
+    node["x-kubernetes-validations"]
+        .as_array()
+        .map(|rules| {
+            rules
+                .iter()
+                .map(|r| {
+                    (
+                        r["rule"].as_str().unwrap_or_default().to_owned(),
+                        r["message"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn committed_crds_match_what_crdgen_writes() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crds");
+    for (file, crd) in crd::all() {
+        let want = crd::to_yaml(&crd).expect("renders");
+        let got = std::fs::read_to_string(dir.join(file)).unwrap_or_default();
+        assert!(
+            got == want,
+            "crds/{file} is stale: run `cargo run -p nova-api --bin crdgen`"
+        );
+    }
+}
+
+/// (path, exact message) of every CEL rule the spec gives, per CRD.
+const NOVA_RULES: &[(&str, &str)] = &[
+    ("spec", "targetClusterRef is immutable"),
+    (
+        "spec",
+        "apiDatabase and database must name different schemas",
+    ),
+    (
+        "spec",
+        "apiDatabase must not name the cell0 schema derived from database",
+    ),
+    (
+        "spec",
+        "apiDatabase and database must use the same credentialsMode",
+    ),
+    (
+        "spec",
+        "consoleProxy.deployment must not be set when consoleProxy.enabled is false",
+    ),
+    (
+        "spec",
+        "remoteCompute requires messaging.tls: a compute on another cluster verifies the broker against the messaging CA bundle",
+    ),
+    (
+        "spec",
+        "spec.api.deployment.verticalAutoscaling cannot be set while spec.autoscaling scales the same Deployment",
+    ),
+    (
+        "spec.apiDatabase",
+        "apiDatabase.database is immutable: the schema holds the cell map and every instance mapping",
+    ),
+    (
+        "spec.apiDatabase",
+        "apiDatabase mode (managed clusterRef vs brownfield host) is immutable",
+    ),
+    (
+        "spec.database",
+        "database.database is immutable: the cell mappings store the schema name",
+    ),
+    (
+        "spec.database",
+        "database mode (managed clusterRef vs brownfield host) is immutable",
+    ),
+    (
+        "spec.database",
+        "database.database must be at most 58 characters: cell0 is provisioned as <database>_cell0 under the 64-character schema limit",
+    ),
+    (
+        "spec.apiDatabase",
+        "exactly one of clusterRef or host must be set",
+    ),
+    (
+        "spec.apiDatabase",
+        "credentialsMode Dynamic requires clusterRef (managed mode)",
+    ),
+    (
+        "spec.database",
+        "exactly one of clusterRef or host must be set",
+    ),
+    (
+        "spec.database",
+        "credentialsMode Dynamic requires clusterRef (managed mode)",
+    ),
+    (
+        "spec.image",
+        "exactly one of image.tag or image.digest must be set",
+    ),
+    (
+        "spec.cache",
+        "exactly one of clusterRef or servers must be set",
+    ),
+    (
+        "spec.cache",
+        "clusterRef.name must not contain a newline or carriage return",
+    ),
+    (
+        "spec.messaging",
+        "exactly one of clusterRef or secretRef must be set",
+    ),
+    (
+        "spec.networkPolicy",
+        "at least one ingress source must be specified",
+    ),
+    (
+        "spec.autoscaling",
+        "at least one of targetCPUUtilization or targetMemoryUtilization must be set",
+    ),
+    (
+        "spec.autoscaling",
+        "minReplicas must not exceed maxReplicas",
+    ),
+    (
+        "spec.logging.perLoggerLevels",
+        "logger name must not be empty",
+    ),
+    (
+        "spec.logging.perLoggerLevels",
+        "per-logger level must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL",
+    ),
+    (
+        "spec.api.uwsgi",
+        "httpKeepAliveTimeout may only be set when httpKeepAlive is true",
+    ),
+    (
+        "spec.metadata.uwsgi",
+        "httpKeepAliveTimeout may only be set when httpKeepAlive is true",
+    ),
+    (
+        "spec.api.deployment",
+        "preStopSleepSeconds must be strictly less than terminationGracePeriodSeconds",
+    ),
+    (
+        "spec.metadata.deployment",
+        "preStopSleepSeconds must be strictly less than terminationGracePeriodSeconds",
+    ),
+    (
+        "spec.scheduler.deployment",
+        "preStopSleepSeconds must be strictly less than terminationGracePeriodSeconds",
+    ),
+    (
+        "spec.conductor.deployment",
+        "preStopSleepSeconds must be strictly less than terminationGracePeriodSeconds",
+    ),
+    (
+        "spec.consoleProxy.deployment",
+        "preStopSleepSeconds must be strictly less than terminationGracePeriodSeconds",
+    ),
+    (
+        "spec.api.deployment.verticalAutoscaling",
+        "minAllowed may only name cpu and memory",
+    ),
+    (
+        "spec.api.deployment.verticalAutoscaling",
+        "maxAllowed may only name cpu and memory",
+    ),
+    (
+        "spec.consoleProxy.deployment.verticalAutoscaling",
+        "maxAllowed may only name cpu and memory",
+    ),
+];
+
+const NOVACOMPUTE_RULES: &[(&str, &str)] = &[
+    ("spec", "targetClusterRef is immutable"),
+    ("spec", "novaRef is immutable"),
+    (
+        "spec.libvirt",
+        "cpuModels is required when cpuMode is custom and must be empty otherwise",
+    ),
+    (
+        "spec.image",
+        "exactly one of image.tag or image.digest must be set",
+    ),
+    (
+        "spec.verticalAutoscaling",
+        "minAllowed may only name cpu and memory",
+    ),
+    (
+        "spec.verticalAutoscaling",
+        "maxAllowed may only name cpu and memory",
+    ),
+];
+
+#[test]
+fn every_cel_rule_is_present_with_its_exact_message() {
+    for (prefix, table) in [("novas", NOVA_RULES), ("novacomputes", NOVACOMPUTE_RULES)] {
+        let root = schema(prefix);
+        for (path, message) in table {
+            let found = rules(at(&root, path));
+            assert!(
+                found.iter().any(|(_, m)| m == message),
+                "{prefix} {path}: no rule with message {message:?}; found {found:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_transition_rules_compare_with_old_self() {
+    let nova = schema("novas");
+    let immutable: Vec<_> = rules(at(&nova, "spec"))
+        .into_iter()
+        .filter(|(_, m)| m == "targetClusterRef is immutable")
+        .map(|(r, _)| r)
+        .collect();
+    assert_eq!(
+        immutable,
+        [
+            "has(self.targetClusterRef) == has(oldSelf.targetClusterRef)",
+            "!has(self.targetClusterRef) || !has(oldSelf.targetClusterRef) || self.targetClusterRef.name == oldSelf.targetClusterRef.name",
+        ]
+    );
+    for path in ["spec.apiDatabase", "spec.database"] {
+        let rules = rules(at(&nova, path));
+        assert!(
+            rules
+                .iter()
+                .any(|(r, _)| r == "self.database == oldSelf.database"),
+            "{path}"
+        );
+        assert!(
+            rules
+                .iter()
+                .any(|(r, _)| r == "has(self.clusterRef) == has(oldSelf.clusterRef)"),
+            "{path}"
+        );
+    }
+    let compute = schema("novacomputes");
+    assert!(
+        rules(at(&compute, "spec"))
+            .iter()
+            .any(|(r, _)| r == "self.novaRef.name == oldSelf.novaRef.name")
+    );
+}
+
+fn enum_values(node: &Value) -> Vec<String> {
+    node["enum"]
+        .as_array()
+        .map(|v| {
+            v.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn every_enum_carries_exactly_the_spec_values() {
+    let nova = schema("novas");
+    let compute = schema("novacomputes");
+    let table: &[(&Value, &str, &[&str])] = &[
+        (
+            &nova,
+            "spec.apiDatabase.credentialsMode",
+            &["Static", "Dynamic"],
+        ),
+        (
+            &nova,
+            "spec.database.tls.mode",
+            &["disabled", "prefer", "require", "verify-ca", "verify-full"],
+        ),
+        (
+            &nova,
+            "spec.secretStoreRef.kind",
+            &["ClusterSecretStore", "SecretStore"],
+        ),
+        (&nova, "spec.logging.format", &["text", "json"]),
+        (
+            &nova,
+            "spec.logging.level",
+            &["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+        ),
+        (
+            &nova,
+            "spec.api.deployment.verticalAutoscaling.updateMode",
+            &["Off", "Initial", "Recreate", "Auto"],
+        ),
+        (
+            &nova,
+            "status.upgradePhase",
+            &["Expanding", "Migrating", "RollingUpdate", "Contracting"],
+        ),
+        (&compute, "spec.libvirt.virtType", &["kvm", "qemu"]),
+        (
+            &compute,
+            "spec.libvirt.cpuMode",
+            &["host-model", "host-passthrough", "custom", "none"],
+        ),
+        (
+            &compute,
+            "spec.libvirt.imagesType",
+            &["default", "qcow2", "raw", "flat"],
+        ),
+        (
+            &compute,
+            "spec.updateStrategy.type",
+            &["RollingUpdate", "OnDelete"],
+        ),
+        (
+            &compute,
+            "spec.verticalAutoscaling.updateMode",
+            &["Off", "Initial", "Recreate", "Auto"],
+        ),
+        (
+            &compute,
+            "status.nodes.[].phase",
+            &["Pending", "Active", "Draining", "Releasing", "Conflict"],
+        ),
+    ];
+    for (root, path, want) in table {
+        assert_eq!(enum_values(at(root, path)), *want, "{path}");
+    }
+}
+
+#[test]
+fn schema_defaults_match_the_spec() {
+    let nova = schema("novas");
+    let compute = schema("novacomputes");
+    let table: &[(&Value, &str, Value)] = &[
+        (&nova, "spec.api.deployment.replicas", 3.into()),
+        (&nova, "spec.apiDatabase.replicas", 3.into()),
+        (&nova, "spec.apiDatabase.storageSize", "100Gi".into()),
+        (&nova, "spec.database.replicas", 3.into()),
+        (&nova, "spec.cache.replicas", 3.into()),
+        (
+            &nova,
+            "spec.cache.backend",
+            "dogpile.cache.pymemcache".into(),
+        ),
+        (&nova, "spec.logging.format", "text".into()),
+        (&nova, "spec.logging.level", "INFO".into()),
+        (&nova, "spec.api.uwsgi.processes", 2.into()),
+        (&nova, "spec.api.uwsgi.threads", 1.into()),
+        (
+            &nova,
+            "spec.secretStoreRef.kind",
+            "ClusterSecretStore".into(),
+        ),
+        (&compute, "spec.libvirt", serde_json::json!({})),
+        (&compute, "spec.libvirt.virtType", "kvm".into()),
+        (&compute, "spec.updateStrategy", serde_json::json!({})),
+        (&compute, "spec.updateStrategy.type", "RollingUpdate".into()),
+    ];
+    for (root, path, want) in table {
+        assert_eq!(&at(root, path)["default"], want, "{path}");
+    }
+    // Render-time defaults are never schema defaults.
+    for path in [
+        "spec.api.deployment.terminationGracePeriodSeconds",
+        "spec.api.deployment.preStopSleepSeconds",
+        "spec.dbArchive.schedule",
+        "spec.dbArchive.maxRows",
+        "spec.scheduler.workers",
+        "spec.consoleProxy.enabled",
+    ] {
+        assert!(
+            at(&nova, path)["default"].is_null(),
+            "{path} must not carry a schema default"
+        );
+    }
+}
+
+#[test]
+fn patterns_and_bounds_match_the_spec() {
+    let nova = schema("novas");
+    let table: &[(&str, &str, Value)] = &[
+        ("spec.openStackRelease", "pattern", r"^\d{4}\.[12]$".into()),
+        ("spec.keystoneEndpoint", "pattern", "^https?://".into()),
+        ("spec.keystoneEndpoint", "minLength", 1.into()),
+        (
+            "spec.remoteCompute.keystoneEndpoint",
+            "pattern",
+            "^https://".into(),
+        ),
+        (
+            "spec.endpoints.placement.override",
+            "pattern",
+            "^https?://".into(),
+        ),
+        ("spec.database.database", "maxLength", 64.into()),
+        (
+            "spec.database.database",
+            "pattern",
+            "^[A-Za-z0-9_]+$".into(),
+        ),
+        ("spec.database.port", "maximum", 65535.into()),
+        (
+            "spec.image.digest",
+            "pattern",
+            "^sha256:[a-f0-9]{64}$".into(),
+        ),
+        ("spec.scheduler.workers", "minimum", 1.into()),
+        ("spec.dbArchive.sleep", "minimum", 0.into()),
+        (
+            "spec.api.deployment.terminationGracePeriodSeconds",
+            "minimum",
+            10.into(),
+        ),
+        (
+            "spec.autoscaling.targetCPUUtilization",
+            "maximum",
+            100.into(),
+        ),
+        (
+            "spec.api.deployment.verticalAutoscaling.minAllowed",
+            "maxProperties",
+            2.into(),
+        ),
+    ];
+    for (path, keyword, want) in table {
+        let got = &at(&nova, path)[*keyword];
+        // Minimum and maximum come back as JSON floats; compare numbers by value.
+        let same = match (got.as_f64(), want.as_f64()) {
+            (Some(g), Some(w)) => g == w,
+            _ => got == want,
+        };
+        assert!(same, "{path} {keyword}: {got} != {want}");
+    }
+    let required = at(&nova, "spec")["required"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    for field in [
+        "openStackRelease",
+        "image",
+        "apiDatabase",
+        "database",
+        "cache",
+        "messaging",
+        "metadata",
+        "keystoneEndpoint",
+        "serviceUser",
+    ] {
+        assert!(required.contains(&field.into()), "spec.{field} is required");
+    }
+    let compute = schema("novacomputes");
+    assert_eq!(at(&compute, "spec.nodeSelector")["minProperties"], 1);
+    assert_eq!(
+        at(&compute, "spec.traits.[]")["pattern"],
+        "^CUSTOM_[A-Z0-9_]+$"
+    );
+    assert_eq!(
+        at(&compute, "spec.hostTraits")["x-kubernetes-list-map-keys"],
+        serde_json::json!(["node"])
+    );
+    assert_eq!(
+        at(&compute, "status.nodes")["x-kubernetes-list-type"],
+        "map"
+    );
+}
+
+#[test]
+fn conditions_are_a_list_map_keyed_by_type() {
+    for prefix in ["novas", "novacomputes"] {
+        let conditions = at(&schema(prefix), "status.conditions").clone();
+        assert_eq!(conditions["x-kubernetes-list-type"], "map", "{prefix}");
+        assert_eq!(
+            conditions["x-kubernetes-list-map-keys"],
+            serde_json::json!(["type"]),
+            "{prefix}"
+        );
+    }
+}
+
+#[test]
+fn extra_config_is_a_typed_map_of_string_maps() {
+    for prefix in ["novas", "novacomputes"] {
+        let extra = at(&schema(prefix), "spec.extraConfig").clone();
+        assert_eq!(extra["type"], "object");
+        assert_eq!(
+            extra["additionalProperties"]["additionalProperties"]["type"],
+            "string"
+        );
+    }
+}
+
+/// Walks every schema node, reporting what the API server would refuse as non-structural.
+fn structural_violations(node: &Value, path: &str, out: &mut Vec<String>) {
+    let Some(map) = node.as_object() else { return };
+    let int_or_string = map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
+    let preserve = map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+    if !map.contains_key("type") && !int_or_string && !preserve {
+        out.push(format!("{path}: no type"));
+    }
+    if map.contains_key("properties") && map.contains_key("additionalProperties") {
+        out.push(format!("{path}: properties beside additionalProperties"));
+    }
+    for keyword in ["$ref", "nullable", "oneOf", "allOf", "definitions"] {
+        if map.contains_key(keyword) {
+            out.push(format!("{path}: {keyword}"));
+        }
+    }
+    if preserve {
+        out.push(format!("{path}: x-kubernetes-preserve-unknown-fields"));
+    }
+    if let Some(any_of) = map.get("anyOf") {
+        // Only the int-or-string shape may use anyOf, and only without types inside.
+        let typed = any_of
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|b| b.get("type").is_some() && !int_or_string);
+        if typed {
+            out.push(format!("{path}: anyOf outside int-or-string"));
+        }
+    }
+    if let Some(props) = map.get("properties").and_then(Value::as_object) {
+        for (name, child) in props {
+            structural_violations(child, &format!("{path}.{name}"), out);
+        }
+    }
+    for (keyword, step) in [("items", "[]"), ("additionalProperties", "{}")] {
+        if let Some(child) = map.get(keyword) {
+            structural_violations(child, &format!("{path}.{step}"), out);
+        }
+    }
+}
+
+#[test]
+fn the_schemas_are_structural_without_free_form_fields() {
+    for (file, root) in schemas() {
+        let mut violations = Vec::new();
+        structural_violations(&root, "", &mut violations);
+        assert!(violations.is_empty(), "{file}: {violations:#?}");
+    }
+}
+
+#[test]
+fn printer_columns_match_the_spec() {
+    for (file, crd) in crd::all() {
+        let columns: Vec<(String, String)> = crd.spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| (c.name.clone(), c.json_path.clone()))
+            .collect();
+        let want: Vec<(&str, &str)> = if file.contains("novacomputes") {
+            vec![
+                ("Ready", ".status.conditions[?(@.type=='Ready')].status"),
+                ("Desired", ".status.desiredNumberScheduled"),
+                ("Ready pods", ".status.numberReady"),
+                ("Age", ".metadata.creationTimestamp"),
+            ]
+        } else {
+            vec![
+                ("Ready", ".status.conditions[?(@.type=='Ready')].status"),
+                ("Release", ".status.installedRelease"),
+                ("Endpoint", ".status.endpoint"),
+                ("Age", ".metadata.creationTimestamp"),
+            ]
+        };
+        let got: Vec<(&str, &str)> = columns
+            .iter()
+            .map(|(n, p)| (n.as_str(), p.as_str()))
+            .collect();
+        assert_eq!(got, want, "{file}");
+        let version = &crd.spec.versions[0];
+        assert!(version.served && version.storage, "{file}");
+        assert!(
+            version
+                .subresources
+                .as_ref()
+                .and_then(|s| s.status.as_ref())
+                .is_some(),
+            "{file}"
+        );
+        assert_eq!(crd.spec.scope, "Namespaced");
+    }
+}
