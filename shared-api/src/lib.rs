@@ -3,6 +3,7 @@
 
 pub mod conditions;
 pub mod crd;
+pub mod defaults;
 pub mod effective;
 pub mod names;
 pub mod owned_keys;

@@ -1,0 +1,294 @@
+//! nova-controller: reconciles Nova control planes (and, later, NovaCompute pools).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::Context as _;
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+use clap::{Parser, ValueEnum};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::{Api, Client, Config};
+use nova_api::v1alpha1::Nova;
+use nova_controller::context::Context;
+use nova_controller::metrics::Metrics;
+use nova_controller::nova;
+use nova_controller::pipeline::Engine;
+use tokio::sync::watch;
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Reconciles Nova and NovaCompute resources.
+#[derive(Debug, Parser)]
+#[command(name = "nova-controller", version)]
+struct Flags {
+    /// Path to a kubeconfig; in-cluster configuration when unset.
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<std::path::PathBuf>,
+    /// Watch only this namespace; all namespaces when empty.
+    #[arg(long, env = "NOVA_CONTROLLER_NAMESPACE", default_value = "")]
+    namespace: String,
+    /// Where /metrics is served.
+    #[arg(
+        long,
+        env = "NOVA_CONTROLLER_METRICS_BIND_ADDRESS",
+        default_value = "0.0.0.0:8080"
+    )]
+    metrics_bind_address: SocketAddr,
+    /// Where /healthz and /readyz are served.
+    #[arg(
+        long,
+        env = "NOVA_CONTROLLER_HEALTH_PROBE_BIND_ADDRESS",
+        default_value = "0.0.0.0:8081"
+    )]
+    health_probe_bind_address: SocketAddr,
+    /// Elect one active replica through a Lease; the others wait as warm standbys.
+    #[arg(long, env = "NOVA_CONTROLLER_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// The namespace of the leader-election Lease; the pod's own namespace when empty.
+    #[arg(
+        long,
+        env = "NOVA_CONTROLLER_LEADER_ELECTION_NAMESPACE",
+        default_value = ""
+    )]
+    leader_election_namespace: String,
+    /// The name of the leader-election Lease.
+    #[arg(
+        long,
+        env = "NOVA_CONTROLLER_LEADER_ELECTION_ID",
+        default_value = "nova-operator.nova.openstack.c5c3.io"
+    )]
+    leader_election_id: String,
+    /// Log format.
+    #[arg(
+        long,
+        env = "NOVA_CONTROLLER_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    log_format: LogFormat,
+    /// The namespace of target-cluster registration Secrets; empty disables target clusters.
+    #[arg(
+        long,
+        env = "NOVA_CONTROLLER_CLUSTERS_NAMESPACE",
+        default_value = "c5c3-clusters"
+    )]
+    clusters_namespace: String,
+}
+
+/// The lease is renewed well inside this window; a standby takes over once it lapses.
+const LEASE_DURATION_SECONDS: u64 = 15;
+/// How long before expiry the holder renews.
+const LEASE_GRACE_SECONDS: u64 = 5;
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let flags = Flags::parse();
+    init_logging(flags.log_format);
+    rustls::crypto::ring::default_provider()
+        .install_default()
+        .map_err(|_| anyhow::anyhow!("installing the rustls crypto provider failed"))?;
+
+    let client = client(&flags).await?;
+    probe_crds(&client).await?;
+    let metrics = Metrics::new().context("registering metrics")?;
+    let ready = Arc::new(AtomicBool::new(false));
+    tokio::spawn(serve_metrics(flags.metrics_bind_address, metrics.clone()));
+    tokio::spawn(serve_health(flags.health_probe_bind_address, ready.clone()));
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutdown requested; finishing in-flight reconciles");
+        let _ = stop_tx.send(true);
+    });
+
+    let scope = (!flags.namespace.is_empty()).then(|| flags.namespace.clone());
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        engine: Engine::new(metrics.clone()),
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "nova-controller".into(),
+                instance: Some(hostname()),
+            },
+        ),
+        scope,
+        metrics: metrics.clone(),
+    });
+    tracing::info!(clusters_namespace = %flags.clusters_namespace, "target clusters are not supported by this build; every targetClusterRef waits");
+
+    if !flags.leader_elect {
+        ready.store(true, Ordering::SeqCst);
+        metrics.leader.set(1);
+        nova::controller::run(ctx, stopped(stop_rx)).await;
+        return Ok(());
+    }
+    let manager =
+        kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &flags.leader_election_id)
+            .with_namespace(lease_namespace(&flags))
+            .with_identity(hostname())
+            .with_duration(LEASE_DURATION_SECONDS)
+            .with_grace(LEASE_GRACE_SECONDS)
+            .build()
+            .await
+            .context("building the leader-election lease manager")?;
+    let (mut leading, lease_task) = manager.watch().await;
+    ready.store(true, Ordering::SeqCst);
+    tracing::info!(lease = %flags.leader_election_id, "waiting for leadership");
+    let mut stop = stop_rx.clone();
+    loop {
+        tokio::select! {
+            changed = leading.changed() => changed.context("the lease manager stopped")?,
+            _ = stop.changed() => return release(leading, lease_task).await,
+        }
+        if *leading.borrow_and_update() {
+            break;
+        }
+    }
+    tracing::info!("acquired leadership; reconciling");
+    metrics.leader.set(1);
+    let lost = async move {
+        while leading.changed().await.is_ok() {
+            if !*leading.borrow_and_update() {
+                break;
+            }
+        }
+        leading
+    };
+    tokio::select! {
+        _ = nova::controller::run(ctx, stopped(stop_rx)) => {
+            tracing::info!("controllers stopped");
+            Ok(())
+        }
+        _ = lost => {
+            // Another replica may already reconcile: stop at once rather than race it.
+            metrics.leader.set(0);
+            anyhow::bail!("lost the leader-election lease; exiting so a standby takes over")
+        }
+    }
+}
+
+/// Resolves once a shutdown was requested.
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    while !*stop.borrow_and_update() {
+        if stop.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Hands the lease back so a standby takes over without waiting for it to lapse.
+async fn release(
+    leading: watch::Receiver<bool>,
+    task: tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
+) -> anyhow::Result<()> {
+    drop(leading);
+    if let Ok(Ok(manager)) = task.await {
+        manager.release().await.context("releasing the lease")?;
+    }
+    Ok(())
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,kube=warn".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn client(flags: &Flags) -> anyhow::Result<Client> {
+    let config = match &flags.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+        }
+        None => Config::infer()
+            .await
+            .context("inferring the Kubernetes client configuration")?,
+    };
+    Ok(Client::try_from(config)?)
+}
+
+/// Fails with an actionable message instead of crash-looping on watch errors.
+async fn probe_crds(client: &Client) -> anyhow::Result<()> {
+    let api: Api<Nova> = Api::all(client.clone());
+    api.list_metadata(&kube::api::ListParams::default().limit(1)).await.context(
+        "the novas.nova.openstack.c5c3.io CRD is not served: install crds/ (kubectl apply --server-side -f crds/)",
+    )?;
+    Ok(())
+}
+
+fn lease_namespace(flags: &Flags) -> String {
+    if !flags.leader_election_namespace.is_empty() {
+        return flags.leader_election_namespace.clone();
+    }
+    std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+        .map(|ns| ns.trim().to_owned())
+        .unwrap_or_else(|_| "default".to_owned())
+}
+
+fn hostname() -> String {
+    std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| format!("nova-controller-{}", std::process::id()))
+}
+
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the controller");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+async fn serve_metrics(addr: SocketAddr, metrics: Metrics) {
+    let app = Router::new().route("/metrics", get(move || async move { metrics.render() }));
+    serve(addr, app, "metrics").await;
+}
+
+async fn serve_health(addr: SocketAddr, ready: Arc<AtomicBool>) {
+    let app = Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || async move {
+                if ready.load(Ordering::SeqCst) {
+                    (StatusCode::OK, "ok")
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, "starting")
+                }
+            }),
+        );
+    serve(addr, app, "health").await;
+}
+
+async fn serve(addr: SocketAddr, app: Router, what: &str) {
+    match tokio::net::TcpListener::bind(addr).await {
+        Ok(listener) => {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!(error = %e, server = what, "admin server stopped");
+            }
+        }
+        Err(e) => tracing::error!(error = %e, %addr, server = what, "cannot bind the admin server"),
+    }
+}

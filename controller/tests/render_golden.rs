@@ -1,0 +1,161 @@
+//! Golden files: the full nova.conf of two fixtures at both releases, logging.ini, the compute
+//! fragment and the remote fragment. `UPDATE_GOLDEN=1 cargo test -p nova-controller --test
+//! render_golden` rewrites them.
+
+mod render_support;
+
+use nova_controller::render::{
+    ContractVariant, RenderError, paths, render_compute_fragment, render_config,
+};
+use render_support::{RELEASES, assert_golden, at_release, example, full};
+
+#[test]
+fn example_nova_conf_is_pinned_and_identical_at_both_releases() {
+    let (name, namespace, spec) = example();
+    let renders: Vec<_> = RELEASES
+        .iter()
+        .map(|r| render_config(&name, &namespace, &at_release(&spec, r)).expect("renders"))
+        .collect();
+    assert_eq!(renders[0].nova_conf(), renders[1].nova_conf());
+    assert_eq!(renders[0], renders[1], "every document and the hash");
+    assert_golden("example/nova.conf", renders[0].nova_conf());
+    assert!(!renders[0].documents.contains_key(paths::LOGGING_INI));
+    assert!(renders[0].overridden_owned_keys.is_empty());
+}
+
+#[test]
+fn full_nova_conf_is_pinned_and_identical_at_both_releases() {
+    let (name, namespace, spec) = full();
+    let renders: Vec<_> = RELEASES
+        .iter()
+        .map(|r| render_config(&name, &namespace, &at_release(&spec, r)).expect("renders"))
+        .collect();
+    assert_eq!(renders[0].nova_conf(), renders[1].nova_conf());
+    assert_eq!(renders[0], renders[1], "every document and the hash");
+    assert_golden("full/nova.conf", renders[0].nova_conf());
+    assert_golden(
+        "full/logging.ini",
+        &renders[0].documents[paths::LOGGING_INI],
+    );
+}
+
+#[test]
+fn example_compute_fragment_is_pinned() {
+    let (name, namespace, spec) = example();
+    let fragment = render_compute_fragment(&name, &namespace, &spec, ContractVariant::InCluster)
+        .expect("renders");
+    assert_golden("example/nova-compute.conf", &fragment);
+    assert_eq!(
+        render_compute_fragment(&name, &namespace, &spec, ContractVariant::Remote),
+        Err(RenderError::RemoteComputeUnset)
+    );
+}
+
+#[test]
+fn full_compute_fragments_are_pinned_and_release_independent() {
+    let (name, namespace, spec) = full();
+    for (variant, golden) in [
+        (ContractVariant::InCluster, "full/nova-compute.conf"),
+        (ContractVariant::Remote, "full/remote-nova-compute.conf"),
+    ] {
+        let renders: Vec<_> = RELEASES
+            .iter()
+            .map(|r| {
+                render_compute_fragment(&name, &namespace, &at_release(&spec, r), variant)
+                    .expect("renders")
+            })
+            .collect();
+        assert_eq!(renders[0], renders[1]);
+        assert_golden(golden, &renders[0]);
+    }
+}
+
+#[test]
+fn the_example_config_map_has_the_five_documents_and_a_stable_name() {
+    let (name, namespace, spec) = example();
+    let rendered = render_config(&name, &namespace, &spec).expect("renders");
+    let keys: Vec<_> = rendered.documents.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "conductor.conf",
+            "metadata.conf",
+            "nova.conf",
+            "novncproxy.conf",
+            "scheduler.conf"
+        ]
+    );
+    assert_golden(
+        "example/config-map-name",
+        &format!("{}\n", rendered.config_map_name(&name)),
+    );
+}
+
+/// The four overlays, byte for byte as nova-crd.txt prints them, on every render whatever
+/// the switches (the console proxy's included while the proxy is disabled).
+#[test]
+fn the_four_overlays_are_the_spec_text_byte_for_byte() {
+    const METADATA: &str = "[neutron]\nservice_metadata_proxy = true\n";
+    const SCHEDULER: &str = "[scheduler]\nworkers = 2\n";
+    const CONDUCTOR: &str = "[conductor]\nworkers = 2\n";
+    const NOVNCPROXY: &str = "[DEFAULT]\nweb = /usr/share/novnc\n\n[api_database]\nconnection =\n\n[vnc]\nnovncproxy_host = 0.0.0.0\nnovncproxy_port = 6080\n";
+
+    let (name, namespace, spec) = example();
+    let docs = render_config(&name, &namespace, &spec)
+        .expect("renders")
+        .documents;
+    assert_eq!(docs[paths::METADATA_CONF], METADATA);
+    assert_eq!(docs[paths::SCHEDULER_CONF], SCHEDULER);
+    assert_eq!(docs[paths::CONDUCTOR_CONF], CONDUCTOR);
+    assert_eq!(docs[paths::NOVNCPROXY_CONF], NOVNCPROXY);
+    for (file, text) in [
+        ("overlays/metadata.conf", METADATA),
+        ("overlays/scheduler.conf", SCHEDULER),
+        ("overlays/conductor.conf", CONDUCTOR),
+        ("overlays/novncproxy.conf", NOVNCPROXY),
+    ] {
+        assert_golden(file, text);
+    }
+
+    // The worker counts follow their fields; the other overlays are fixed text, present while
+    // the console proxy is disabled too.
+    let (name, namespace, spec) = full();
+    let docs = render_config(&name, &namespace, &spec)
+        .expect("renders")
+        .documents;
+    assert_eq!(docs[paths::SCHEDULER_CONF], "[scheduler]\nworkers = 3\n");
+    assert_eq!(docs[paths::CONDUCTOR_CONF], "[conductor]\nworkers = 4\n");
+    assert_eq!(docs[paths::METADATA_CONF], METADATA);
+    assert_eq!(docs[paths::NOVNCPROXY_CONF], NOVNCPROXY);
+}
+
+/// The overlays are never merged with extraConfig: an override of an overlay key lands in
+/// nova.conf.
+#[test]
+fn extra_config_never_reaches_an_overlay() {
+    let (name, namespace, mut spec) = example();
+    spec.extra_config = Some(
+        [
+            (
+                "scheduler".to_owned(),
+                [("workers".to_owned(), "9".to_owned())].into(),
+            ),
+            (
+                "vnc".to_owned(),
+                [("novncproxy_port".to_owned(), "1".to_owned())].into(),
+            ),
+        ]
+        .into(),
+    );
+    let rendered = render_config(&name, &namespace, &spec).expect("renders");
+    assert_eq!(
+        rendered.documents[paths::SCHEDULER_CONF],
+        "[scheduler]\nworkers = 2\n"
+    );
+    assert!(rendered.documents[paths::NOVNCPROXY_CONF].contains("novncproxy_port = 6080\n"));
+    assert!(
+        rendered
+            .nova_conf()
+            .contains("\n[scheduler]\ndiscover_hosts_in_cells_interval = 300\nworkers = 9\n")
+    );
+}

@@ -1,0 +1,546 @@
+//! The defaulting rules of both kinds as pure functions (`nova-crd.txt`, "Defaulting and
+//! validation"; `common-types.md` Part 1; `novacompute.md` §3.1). The webhook returns the
+//! difference as a JSON patch; the controller's render applies the same function, so a CR that
+//! bypassed the webhook renders exactly like one that went through it.
+//!
+//! Both functions are idempotent: defaulting a defaulted spec changes nothing. `spec.dbArchive`
+//! is never touched: its fields are resolved at reconcile time (`effective::db_archive`), so an
+//! unset field keeps tracking the operator default across upgrades.
+
+use crate::effective::secret_keys;
+use crate::v1alpha1::{
+    DEFAULT_CACHE_BACKEND, DatabaseSpec, DatabaseTLSMode, DeploymentSpec, LogFormat, LogLevel,
+    LoggingSpec, NovaAPISpec, NovaComputeSpec, NovaConductorSpec, NovaConsoleProxySpec,
+    NovaSchedulerSpec, NovaSpec, SecretRefSpec, UWSGISpec,
+};
+
+/// The replica count the API server's schema default (`+kubebuilder:default=3`) and the
+/// shared webhook default give a deployment block, and the API block's own default.
+pub const SHARED_REPLICAS: i32 = 3;
+/// The one-replica default of the metadata, scheduler, conductor and console-proxy blocks.
+pub const SINGLE_REPLICA: i32 = 1;
+/// The scheduler's and conductor's grace period: they drain their RPC server for 165 to 167
+/// seconds, so the shared 30 seconds would end every rollout in a SIGKILL.
+pub const RPC_DRAIN_GRACE_SECONDS: i64 = 200;
+/// The scheduler's and conductor's worker count per pod.
+pub const DEFAULT_WORKERS: i32 = 2;
+/// uWSGI processes per pod.
+pub const DEFAULT_UWSGI_PROCESSES: i32 = 2;
+/// uWSGI threads per process.
+pub const DEFAULT_UWSGI_THREADS: i32 = 1;
+
+/// The service user's Keystone identity defaults.
+pub const DEFAULT_SERVICE_USERNAME: &str = "nova";
+/// The project the service user scopes to.
+pub const DEFAULT_SERVICE_PROJECT: &str = "service";
+/// The domain of the service user and of its project.
+pub const DEFAULT_DOMAIN: &str = "Default";
+
+fn is_empty(value: &Option<String>) -> bool {
+    value.as_deref().is_none_or(str::is_empty)
+}
+
+fn fill(value: &mut Option<String>, default: &str) {
+    if is_empty(value) {
+        *value = Some(default.to_owned());
+    }
+}
+
+fn fill_key(secret: &mut SecretRefSpec, default: &str) {
+    fill(&mut secret.key, default);
+}
+
+/// Resolves a deployment block's replica count: an absent block is materialized with the
+/// block's own default, a count of zero takes the block's own default (the shared default
+/// would otherwise turn it into 3), and a present block without a count gets the shared
+/// default, exactly as the API server's schema default would have done.
+fn default_deployment(deployment: &mut Option<DeploymentSpec>, own_default: i32) {
+    let block = deployment.get_or_insert_with(|| DeploymentSpec {
+        replicas: Some(own_default),
+        ..DeploymentSpec::default()
+    });
+    match block.replicas {
+        Some(0) => block.replicas = Some(own_default),
+        None => block.replicas = Some(SHARED_REPLICAS),
+        Some(_) => {}
+    }
+}
+
+fn default_uwsgi(uwsgi: &mut Option<UWSGISpec>) {
+    let block = uwsgi.get_or_insert_with(UWSGISpec::default);
+    block.processes.get_or_insert(DEFAULT_UWSGI_PROCESSES);
+    block.threads.get_or_insert(DEFAULT_UWSGI_THREADS);
+    block.http_keep_alive.get_or_insert(true);
+}
+
+fn default_rpc_role(deployment: &mut Option<DeploymentSpec>, workers: &mut Option<i32>) {
+    default_deployment(deployment, SINGLE_REPLICA);
+    if let Some(block) = deployment.as_mut() {
+        block
+            .termination_grace_period_seconds
+            .get_or_insert(RPC_DRAIN_GRACE_SECONDS);
+    }
+    workers.get_or_insert(DEFAULT_WORKERS);
+}
+
+fn default_database_tls(database: &mut DatabaseSpec) {
+    if let Some(tls) = database.tls.as_mut() {
+        tls.mode.get_or_insert(DatabaseTLSMode::Require);
+    }
+}
+
+fn default_logging(logging: &mut Option<LoggingSpec>) {
+    let block = logging.get_or_insert_with(LoggingSpec::default);
+    block.format.get_or_insert(LogFormat::Text);
+    block.level.get_or_insert(LogLevel::Info);
+    block.debug.get_or_insert(false);
+}
+
+/// Applies every Nova default in place.
+pub fn default_nova(spec: &mut NovaSpec) {
+    // The block-specific replica defaults run before the shared one (inside
+    // default_deployment), so an absent block gets its own count rather than 3.
+    let api = spec.api.get_or_insert_with(NovaAPISpec::default);
+    default_deployment(&mut api.deployment, SHARED_REPLICAS);
+    default_uwsgi(&mut api.uwsgi);
+
+    default_deployment(&mut spec.metadata.deployment, SINGLE_REPLICA);
+    default_uwsgi(&mut spec.metadata.uwsgi);
+    fill_key(
+        &mut spec.metadata.shared_secret_ref,
+        secret_keys::METADATA_SHARED_SECRET,
+    );
+
+    let scheduler = spec
+        .scheduler
+        .get_or_insert_with(NovaSchedulerSpec::default);
+    default_rpc_role(&mut scheduler.deployment, &mut scheduler.workers);
+    let conductor = spec
+        .conductor
+        .get_or_insert_with(NovaConductorSpec::default);
+    default_rpc_role(&mut conductor.deployment, &mut conductor.workers);
+
+    let console = spec
+        .console_proxy
+        .get_or_insert_with(NovaConsoleProxySpec::default);
+    if console.enabled.unwrap_or(true) {
+        default_deployment(&mut console.deployment, SINGLE_REPLICA);
+    } else {
+        // Removed in the same request that switches the proxy off, so a patch that sets only
+        // enabled: false is admitted past the console rule.
+        console.deployment = None;
+    }
+
+    default_logging(&mut spec.logging);
+
+    fill(&mut spec.cache.backend, DEFAULT_CACHE_BACKEND);
+
+    let user = &mut spec.service_user;
+    fill(&mut user.username, DEFAULT_SERVICE_USERNAME);
+    fill(&mut user.project_name, DEFAULT_SERVICE_PROJECT);
+    fill(&mut user.user_domain_name, DEFAULT_DOMAIN);
+    fill(&mut user.project_domain_name, DEFAULT_DOMAIN);
+    fill_key(&mut user.secret_ref, secret_keys::SERVICE_USER_PASSWORD);
+
+    if let Some(remote) = spec.remote_compute.as_mut() {
+        fill_key(
+            &mut remote.transport_url_secret_ref,
+            secret_keys::TRANSPORT_URL,
+        );
+    }
+
+    default_database_tls(&mut spec.api_database);
+    default_database_tls(&mut spec.database);
+}
+
+/// Applies every NovaCompute default in place: none. Every default is a schema default the API
+/// server applies or is resolved at render time; the mutating webhook stays registered so a
+/// future materialized default needs no new webhook configuration.
+pub fn default_novacompute(_spec: &mut NovaComputeSpec) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::v1alpha1::{
+        CacheSpec, ClusterRef, DBArchiveSpec, DatabaseTLSSpec, ImageSpec, MessagingSpec,
+        MessagingTLSSpec, NovaMetadataSpec, NovaRemoteComputeSpec, ServiceUserSpec,
+    };
+    use pretty_assertions::assert_eq;
+
+    fn secret(name: &str) -> SecretRefSpec {
+        SecretRefSpec {
+            name: name.into(),
+            key: None,
+        }
+    }
+
+    fn db(name: &str) -> DatabaseSpec {
+        DatabaseSpec {
+            cluster_ref: Some(ClusterRef {
+                name: "openstack-mariadb".into(),
+            }),
+            database: name.into(),
+            secret_ref: secret(&format!("{name}-db")),
+            ..DatabaseSpec::default()
+        }
+    }
+
+    /// The spec's Example Nova.
+    fn example() -> NovaSpec {
+        NovaSpec {
+            open_stack_release: "2026.1".into(),
+            image: ImageSpec {
+                repository: "ghcr.io/c5c3/nova".into(),
+                tag: Some("2026.1".into()),
+                digest: None,
+            },
+            api_database: db("nova_api"),
+            database: db("nova"),
+            cache: CacheSpec {
+                cluster_ref: Some(ClusterRef {
+                    name: "openstack-memcached".into(),
+                }),
+                ..CacheSpec::default()
+            },
+            messaging: MessagingSpec {
+                cluster_ref: Some(ClusterRef {
+                    name: "openstack-rabbitmq".into(),
+                }),
+                ..MessagingSpec::default()
+            },
+            api: None,
+            metadata: NovaMetadataSpec {
+                shared_secret_ref: secret("nova-metadata-secret"),
+                ..NovaMetadataSpec::default()
+            },
+            scheduler: None,
+            conductor: None,
+            jobs: None,
+            console_proxy: None,
+            keystone_endpoint: "http://keystone.openstack.svc.cluster.local:5000/v3".into(),
+            keystone_public_endpoint: None,
+            remote_compute: None,
+            service_user: ServiceUserSpec {
+                secret_ref: secret("nova-keystone"),
+                ..ServiceUserSpec::default()
+            },
+            region: None,
+            endpoints: None,
+            db_archive: None,
+            gateway: None,
+            network_policy: None,
+            autoscaling: None,
+            logging: None,
+            extra_config: None,
+            secret_store_ref: None,
+            target_cluster_ref: None,
+        }
+    }
+
+    fn defaulted(mut spec: NovaSpec) -> NovaSpec {
+        default_nova(&mut spec);
+        spec
+    }
+
+    fn replicas(d: &Option<DeploymentSpec>) -> Option<i32> {
+        d.as_ref().and_then(|d| d.replicas)
+    }
+
+    #[test]
+    fn absent_blocks_get_their_own_replica_counts() {
+        let spec = defaulted(example());
+        assert_eq!(replicas(&spec.api.as_ref().unwrap().deployment), Some(3));
+        assert_eq!(replicas(&spec.metadata.deployment), Some(1));
+        assert_eq!(
+            replicas(&spec.scheduler.as_ref().unwrap().deployment),
+            Some(1)
+        );
+        assert_eq!(
+            replicas(&spec.conductor.as_ref().unwrap().deployment),
+            Some(1)
+        );
+        assert_eq!(
+            replicas(&spec.console_proxy.as_ref().unwrap().deployment),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn zero_replicas_take_the_blocks_own_default_and_explicit_counts_stay() {
+        let mut spec = example();
+        spec.metadata.deployment = Some(DeploymentSpec {
+            replicas: Some(0),
+            ..Default::default()
+        });
+        spec.scheduler = Some(NovaSchedulerSpec {
+            deployment: Some(DeploymentSpec {
+                replicas: Some(0),
+                ..Default::default()
+            }),
+            workers: None,
+        });
+        spec.api = Some(NovaAPISpec {
+            deployment: Some(DeploymentSpec {
+                replicas: Some(0),
+                ..Default::default()
+            }),
+            uwsgi: None,
+        });
+        spec.conductor = Some(NovaConductorSpec {
+            deployment: Some(DeploymentSpec {
+                replicas: Some(5),
+                ..Default::default()
+            }),
+            workers: Some(4),
+        });
+        let spec = defaulted(spec);
+        assert_eq!(replicas(&spec.metadata.deployment), Some(1));
+        assert_eq!(
+            replicas(&spec.scheduler.as_ref().unwrap().deployment),
+            Some(1)
+        );
+        assert_eq!(replicas(&spec.api.as_ref().unwrap().deployment), Some(3));
+        let conductor = spec.conductor.unwrap();
+        assert_eq!(replicas(&conductor.deployment), Some(5));
+        assert_eq!(conductor.workers, Some(4));
+    }
+
+    #[test]
+    fn a_present_block_without_a_count_gets_the_shared_default() {
+        let mut spec = example();
+        spec.metadata.deployment = Some(DeploymentSpec::default());
+        let spec = defaulted(spec);
+        assert_eq!(replicas(&spec.metadata.deployment), Some(3));
+    }
+
+    #[test]
+    fn scheduler_and_conductor_get_the_rpc_drain_grace_period_and_two_workers() {
+        let mut spec = example();
+        spec.conductor = Some(NovaConductorSpec {
+            deployment: Some(DeploymentSpec {
+                replicas: Some(2),
+                termination_grace_period_seconds: Some(60),
+                ..Default::default()
+            }),
+            workers: None,
+        });
+        let spec = defaulted(spec);
+        let scheduler = spec.scheduler.unwrap();
+        assert_eq!(
+            scheduler
+                .deployment
+                .unwrap()
+                .termination_grace_period_seconds,
+            Some(200)
+        );
+        assert_eq!(scheduler.workers, Some(2));
+        let conductor = spec.conductor.unwrap();
+        assert_eq!(
+            conductor
+                .deployment
+                .unwrap()
+                .termination_grace_period_seconds,
+            Some(60),
+            "an explicit value is left alone"
+        );
+        assert_eq!(conductor.workers, Some(2));
+        // The other blocks keep the render-time 30 seconds.
+        assert_eq!(
+            spec.metadata
+                .deployment
+                .unwrap()
+                .termination_grace_period_seconds,
+            None
+        );
+    }
+
+    #[test]
+    fn the_console_proxy_block_follows_the_switch() {
+        let spec = defaulted(example());
+        let console = spec.console_proxy.unwrap();
+        assert_eq!(console.enabled, None, "the switch itself is not written");
+        assert_eq!(replicas(&console.deployment), Some(1));
+
+        let mut off = example();
+        off.console_proxy = Some(NovaConsoleProxySpec {
+            enabled: Some(false),
+            deployment: Some(DeploymentSpec {
+                replicas: Some(1),
+                ..Default::default()
+            }),
+            gateway: None,
+        });
+        let off = defaulted(off).console_proxy.unwrap();
+        assert_eq!(off.enabled, Some(false));
+        assert_eq!(off.deployment, None);
+    }
+
+    #[test]
+    fn both_uwsgi_blocks_are_materialized_and_set_values_kept() {
+        let mut spec = example();
+        spec.metadata.uwsgi = Some(UWSGISpec {
+            processes: Some(4),
+            http_keep_alive: Some(false),
+            harakiri: Some(30),
+            ..Default::default()
+        });
+        let spec = defaulted(spec);
+        let want = UWSGISpec {
+            processes: Some(2),
+            threads: Some(1),
+            http_keep_alive: Some(true),
+            harakiri: None,
+            http_keep_alive_timeout: None,
+        };
+        assert_eq!(spec.api.unwrap().uwsgi, Some(want));
+        let metadata = spec.metadata.uwsgi.unwrap();
+        assert_eq!(
+            (
+                metadata.processes,
+                metadata.threads,
+                metadata.http_keep_alive,
+                metadata.harakiri
+            ),
+            (Some(4), Some(1), Some(false), Some(30))
+        );
+    }
+
+    #[test]
+    fn logging_is_materialized_and_zero_leaves_filled() {
+        let spec = defaulted(example());
+        assert_eq!(
+            spec.logging,
+            Some(LoggingSpec {
+                format: Some(LogFormat::Text),
+                level: Some(LogLevel::Info),
+                debug: Some(false),
+                per_logger_levels: None,
+            })
+        );
+        let mut partial = example();
+        partial.logging = Some(LoggingSpec {
+            format: Some(LogFormat::Json),
+            ..Default::default()
+        });
+        let logging = defaulted(partial).logging.unwrap();
+        assert_eq!(logging.format, Some(LogFormat::Json));
+        assert_eq!(logging.level, Some(LogLevel::Info));
+        assert_eq!(logging.debug, Some(false));
+    }
+
+    #[test]
+    fn cache_backend_identity_and_secret_keys_are_filled() {
+        let mut spec = example();
+        spec.service_user.username = Some(String::new());
+        spec.service_user.project_name = Some("admin".into());
+        let spec = defaulted(spec);
+        assert_eq!(
+            spec.cache.backend.as_deref(),
+            Some("dogpile.cache.pymemcache")
+        );
+        let user = &spec.service_user;
+        assert_eq!(user.username.as_deref(), Some("nova"));
+        assert_eq!(user.project_name.as_deref(), Some("admin"));
+        assert_eq!(user.user_domain_name.as_deref(), Some("Default"));
+        assert_eq!(user.project_domain_name.as_deref(), Some("Default"));
+        assert_eq!(user.secret_ref.key.as_deref(), Some("password"));
+        assert_eq!(
+            spec.metadata.shared_secret_ref.key.as_deref(),
+            Some("shared_secret")
+        );
+        // Nova's list names no messaging key.
+        assert_eq!(spec.messaging.secret_ref, None);
+    }
+
+    #[test]
+    fn the_remote_transport_key_is_filled_only_while_the_block_is_set() {
+        assert_eq!(defaulted(example()).remote_compute, None);
+        let mut spec = example();
+        spec.messaging.tls = Some(MessagingTLSSpec {
+            ca_bundle_secret_ref: secret("rabbit-ca"),
+        });
+        spec.remote_compute = Some(NovaRemoteComputeSpec {
+            keystone_endpoint: "https://keystone.example.com/v3".into(),
+            transport_url_secret_ref: SecretRefSpec {
+                name: "remote-url".into(),
+                key: Some(String::new()),
+            },
+        });
+        let remote = defaulted(spec).remote_compute.unwrap();
+        assert_eq!(
+            remote.transport_url_secret_ref.key.as_deref(),
+            Some("transport_url")
+        );
+        // The messaging CA key is resolved at use, not written.
+    }
+
+    #[test]
+    fn a_database_tls_block_without_mode_requires_tls() {
+        let mut spec = example();
+        let tls = DatabaseTLSSpec {
+            mode: None,
+            ca_bundle_secret_ref: secret("db-ca"),
+            client_cert_secret_ref: secret("db-client"),
+        };
+        spec.api_database.tls = Some(tls.clone());
+        spec.database.tls = Some(DatabaseTLSSpec {
+            mode: Some(DatabaseTLSMode::Disabled),
+            ..tls
+        });
+        let spec = defaulted(spec);
+        assert_eq!(
+            spec.api_database.tls.unwrap().mode,
+            Some(DatabaseTLSMode::Require)
+        );
+        assert_eq!(
+            spec.database.tls.unwrap().mode,
+            Some(DatabaseTLSMode::Disabled)
+        );
+    }
+
+    #[test]
+    fn db_archive_is_never_touched() {
+        assert_eq!(defaulted(example()).db_archive, None);
+        let mut spec = example();
+        spec.db_archive = Some(DBArchiveSpec::default());
+        assert_eq!(defaulted(spec).db_archive, Some(DBArchiveSpec::default()));
+        let mut spec = example();
+        let archive = DBArchiveSpec {
+            retention_days: Some(3),
+            ..Default::default()
+        };
+        spec.db_archive = Some(archive.clone());
+        assert_eq!(defaulted(spec).db_archive, Some(archive));
+    }
+
+    #[test]
+    fn defaulting_is_idempotent() {
+        let mut off = example();
+        off.console_proxy = Some(NovaConsoleProxySpec {
+            enabled: Some(false),
+            ..Default::default()
+        });
+        let mut zero = example();
+        zero.metadata.deployment = Some(DeploymentSpec {
+            replicas: Some(0),
+            ..Default::default()
+        });
+        for spec in [example(), off, zero] {
+            let once = defaulted(spec);
+            let twice = defaulted(once.clone());
+            assert_eq!(once, twice);
+        }
+    }
+
+    #[test]
+    fn novacompute_defaulting_changes_nothing() {
+        let mut spec: NovaComputeSpec = serde_json::from_value(serde_json::json!({
+            "novaRef": {"name": "nova"},
+            "nodeSelector": {"pool": "a"},
+        }))
+        .expect("spec");
+        let before = spec.clone();
+        default_novacompute(&mut spec);
+        assert_eq!(spec, before);
+    }
+}

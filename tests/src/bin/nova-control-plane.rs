@@ -1,0 +1,277 @@
+//! `nova-control-plane up|down|status`: a control plane a person can keep running.
+//!
+//! `up` starts the same control plane the tests use, detached from this process, records the
+//! PIDs in the state directory and prints `export KUBECONFIG=...` on stdout (everything else
+//! goes to stderr, so `eval "$(nova-control-plane up)"` works). `down` kills exactly the
+//! recorded PIDs, after checking each still runs the binary that was started.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use nova_test_harness::{ControlPlane, Lifetime, Options, testbin_dir};
+
+#[derive(Parser)]
+#[command(about = "Run the test control plane in the background for manual use")]
+struct Cli {
+    /// State directory (certificates, etcd data, logs, PIDs).
+    #[arg(long, env = "NOVA_DEV_STATE", global = true)]
+    state_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start the control plane (fresh state) and leave it running.
+    Up,
+    /// Stop the processes recorded by `up`.
+    Down,
+    /// Show whether the recorded processes run and the API server is ready.
+    Status,
+}
+
+const PIDS_FILE: &str = "pids";
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let dir = cli.state_dir.unwrap_or_else(default_state_dir);
+    let result = match cli.command {
+        Command::Up => up(&dir).await,
+        Command::Down => down(&dir),
+        Command::Status => status(&dir).await,
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("nova-control-plane: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn default_state_dir() -> PathBuf {
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from);
+    home.join(".cache/nova-operator-dev")
+}
+
+/// A process recorded by `up`.
+struct Recorded {
+    name: String,
+    pid: u32,
+    exe: PathBuf,
+}
+
+impl Recorded {
+    /// Running, and still the binary we started (a reused PID is someone else's process).
+    fn running(&self) -> bool {
+        std::fs::read_link(format!("/proc/{}/exe", self.pid)).is_ok_and(|exe| exe == self.exe)
+            && !zombie(self.pid)
+    }
+}
+
+fn zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
+fn read_pids(dir: &Path) -> Result<Vec<Recorded>, String> {
+    let path = dir.join(PIDS_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("reading {}: {e}", path.display())),
+    };
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let mut parts = line.splitn(3, ' ');
+            match (parts.next(), parts.next().map(str::parse), parts.next()) {
+                (Some(name), Some(Ok(pid)), Some(exe)) => Ok(Recorded {
+                    name: name.to_owned(),
+                    pid,
+                    exe: PathBuf::from(exe),
+                }),
+                _ => Err(format!("malformed line in {}: {line:?}", path.display())),
+            }
+        })
+        .collect()
+}
+
+async fn up(dir: &Path) -> Result<ExitCode, String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let recorded = read_pids(dir)?;
+    if recorded.iter().any(Recorded::running) {
+        eprintln!(
+            "nova-control-plane: already running (state in {}); `down` first for a fresh one",
+            dir.display()
+        );
+        println!(
+            "export KUBECONFIG={}",
+            dir.join("admin.kubeconfig").display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    wipe_state_dir(dir)?;
+    let options = Options {
+        state_dir: Some(dir.to_path_buf()),
+        lifetime: Lifetime::Detached,
+        ..Options::default()
+    };
+    let testbin = options.testbin.clone();
+    let cp = ControlPlane::start_with(options)
+        .await
+        .map_err(|e| e.to_string())?;
+    let kubeconfig = cp.kubeconfig_path().to_path_buf();
+    let server = cp.server_url().to_owned();
+    let pids = cp.detach();
+    let lines: String = pids
+        .iter()
+        .map(|(name, pid)| {
+            let exe = std::fs::canonicalize(testbin.join(name)).unwrap_or(testbin.join(name));
+            format!("{name} {pid} {}\n", exe.display())
+        })
+        .collect();
+    let pids_path = dir.join(PIDS_FILE);
+    std::fs::write(&pids_path, lines)
+        .map_err(|e| format!("writing {}: {e}", pids_path.display()))?;
+    eprintln!("nova-control-plane: API server {server}");
+    eprintln!(
+        "nova-control-plane: state in {}, component logs in {}",
+        dir.display(),
+        dir.join("logs").display()
+    );
+    eprintln!("nova-control-plane: stop it with `tests/control-plane.sh down`");
+    println!("export KUBECONFIG={}", kubeconfig.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Removes a previous run's state, but only from a directory that is ours (or empty).
+fn wipe_state_dir(dir: &Path) -> Result<(), String> {
+    let Ok(mut entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    let ours = dir.join(".nova-control-plane").exists() || entries.next().is_none();
+    if !ours {
+        return Err(format!(
+            "{} exists and is not a control-plane state directory; choose another --state-dir",
+            dir.display()
+        ));
+    }
+    std::fs::remove_dir_all(dir).map_err(|e| format!("removing old state {}: {e}", dir.display()))
+}
+
+fn down(dir: &Path) -> Result<ExitCode, String> {
+    let recorded = read_pids(dir)?;
+    let running: Vec<&Recorded> = recorded.iter().filter(|r| r.running()).collect();
+    for r in &recorded {
+        if !r.running() {
+            eprintln!(
+                "nova-control-plane: {} (pid {}) was not running",
+                r.name, r.pid
+            );
+        }
+    }
+    // Reverse start order: clients (kwok, scheduler, controller-manager) before the API server
+    // and etcd, so nothing logs connection errors on the way down.
+    for r in running.iter().rev() {
+        stop(r);
+    }
+    let pids_path = dir.join(PIDS_FILE);
+    if pids_path.exists() {
+        std::fs::remove_file(&pids_path)
+            .map_err(|e| format!("removing {}: {e}", pids_path.display()))?;
+    }
+    eprintln!(
+        "nova-control-plane: stopped {} processes; logs stay in {}",
+        running.len(),
+        dir.join("logs").display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn stop(r: &Recorded) {
+    let Ok(pid) = libc::pid_t::try_from(r.pid) else {
+        return;
+    };
+    // SAFETY: kill on a PID verified to run the binary we started.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    for _ in 0..100 {
+        if !r.running() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if r.running() {
+        // SAFETY: as above.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+}
+
+async fn status(dir: &Path) -> Result<ExitCode, String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let recorded = read_pids(dir)?;
+    if recorded.is_empty() {
+        eprintln!(
+            "nova-control-plane: not running (no PIDs in {})",
+            dir.display()
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    let mut all_running = true;
+    for r in &recorded {
+        let running = r.running();
+        all_running &= running;
+        eprintln!(
+            "{:<24} pid {:<8} {}",
+            r.name,
+            r.pid,
+            if running { "running" } else { "NOT RUNNING" }
+        );
+    }
+    let kubeconfig = dir.join("admin.kubeconfig");
+    let ready = api_ready(&kubeconfig).await;
+    eprintln!(
+        "{:<24} {}",
+        "kube-apiserver /readyz",
+        if ready { "ok" } else { "NOT READY" }
+    );
+    eprintln!(
+        "logs in {} (testbin {})",
+        dir.join("logs").display(),
+        testbin_dir().display()
+    );
+    println!("export KUBECONFIG={}", kubeconfig.display());
+    Ok(if all_running && ready {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn api_ready(kubeconfig: &Path) -> bool {
+    let Ok(kc) = kube::config::Kubeconfig::read_from(kubeconfig) else {
+        return false;
+    };
+    let Ok(mut config) =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await
+    else {
+        return false;
+    };
+    config.proxy_url = None;
+    config.connect_timeout = Some(Duration::from_secs(2));
+    let Ok(client) = kube::Client::try_from(config) else {
+        return false;
+    };
+    let Ok(req) = hyper::Request::get("/readyz").body(Vec::new()) else {
+        return false;
+    };
+    client
+        .request_text(req)
+        .await
+        .is_ok_and(|body| body.trim() == "ok")
+}
