@@ -2,181 +2,17 @@
 //! appear, the derived Secrets, rotation, recreation, a quiet steady state, no secret value in
 //! any condition or event, and the finalizer.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+mod nova_support;
+
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, Secret};
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Recorder, Reporter};
-use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
-use nova_controller::context::Context;
-use nova_controller::external;
-use nova_controller::metrics::Metrics;
-use nova_controller::nova;
-use nova_controller::pipeline::Engine;
+use nova_controller::{external, nova};
+use nova_support::*;
 use serde_json::json;
-
-const TIMEOUT: Duration = Duration::from_secs(60);
-const API_DB_PASSWORD: &str = "api-db-Pa55:word/1";
-const CELL_DB_PASSWORD: &str = "cell-db-Pa55@word";
-const SERVICE_PASSWORD: &str = "service-user-Pa55";
-const SHARED_SECRET: &str = "metadata-shared-s3cret";
-const RABBIT_PASSWORD: &str = "rabbit-Pa55";
-
-fn example(ns: &str) -> Nova {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/nova.yaml");
-    let mut nova: Nova =
-        serde_saphyr::from_str(&std::fs::read_to_string(path).expect("sample")).expect("parses");
-    nova.metadata.namespace = Some(ns.to_owned());
-    nova.spec.secret_store_ref = Some(nova_api::v1alpha1::SecretStoreRefSpec {
-        kind: Some(nova_api::v1alpha1::SecretStoreKind::SecretStore),
-        name: "vault".into(),
-    });
-    nova
-}
-
-/// Starts the Nova controller in-process, scoped to one namespace.
-fn start_controller(client: Client, ns: &str) -> Metrics {
-    let metrics = Metrics::new().expect("metrics");
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        engine: Engine::new(metrics.clone()),
-        recorder: Recorder::new(
-            client,
-            Reporter {
-                controller: "nova-controller".into(),
-                instance: None,
-            },
-        ),
-        scope: Some(ns.to_owned()),
-        metrics: metrics.clone(),
-    });
-    tokio::spawn(nova::controller::run(ctx, futures::future::pending()));
-    metrics
-}
-
-fn secret(name: &str, data: &[(&str, &str)]) -> Secret {
-    serde_json::from_value(json!({
-        "metadata": { "name": name },
-        "stringData": data.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
-    }))
-    .expect("secret")
-}
-
-async fn put_secret(api: &Api<Secret>, name: &str, data: &[(&str, &str)]) {
-    let body = secret(name, data);
-    match api.get_opt(name).await.expect("get") {
-        Some(mut existing) => {
-            existing.data = None;
-            existing.string_data = body.string_data;
-            api.replace(name, &PostParams::default(), &existing)
-                .await
-                .expect("replace");
-        }
-        None => {
-            api.create(&PostParams::default(), &body)
-                .await
-                .expect("create");
-        }
-    }
-}
-
-/// Creates an object of another operator's kind and sets its status.
-async fn create_with_status(
-    api: &Api<DynamicObject>,
-    object: serde_json::Value,
-    status: serde_json::Value,
-) {
-    let object: DynamicObject = serde_json::from_value(object).expect("object");
-    let name = object.name_any();
-    api.create(&PostParams::default(), &object)
-        .await
-        .expect("create");
-    api.patch_status(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({ "status": status })),
-    )
-    .await
-    .expect("status");
-}
-
-/// Waits until the Nova's SecretsReady condition carries `reason`; returns its message.
-async fn wait_for_reason(novas: &Api<Nova>, name: &str, reason: &str) -> String {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let nova = novas.get(name).await.expect("nova");
-        let condition = nova.status.as_ref().and_then(|s| {
-            s.conditions
-                .iter()
-                .find(|c| c.type_ == "SecretsReady")
-                .cloned()
-        });
-        if let Some(c) = &condition
-            && c.reason == reason
-        {
-            return c.message.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "SecretsReady never became {reason}; last: {condition:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-async fn data_of(api: &Api<Secret>, name: &str) -> Option<(String, String)> {
-    let secret = api.get_opt(name).await.expect("get")?;
-    let (key, value) = secret.data?.into_iter().next()?;
-    Some((key, String::from_utf8(value.0).expect("utf8")))
-}
-
-async fn wait_for_data(api: &Api<Secret>, name: &str, check: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if let Some((_, value)) = data_of(api, name).await
-            && check(&value)
-        {
-            return value;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "Secret {name} never reached the expected data"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-/// The API server's count of write requests (`apiserver_request_total`) for one resource.
-async fn writes(client: &Client, resource: &str, subresource: &str) -> u64 {
-    let request = http::Request::get("/metrics")
-        .body(Vec::new())
-        .expect("request");
-    let text = client
-        .request_text(request)
-        .await
-        .expect("apiserver metrics");
-    text.lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-        .filter(|l| l.contains(&format!("resource=\"{resource}\"")))
-        .filter(|l| l.contains(&format!("subresource=\"{subresource}\"")))
-        .filter(|l| {
-            ["POST", "PUT", "PATCH", "APPLY", "DELETE"]
-                .iter()
-                .any(|v| l.contains(&format!("verb=\"{v}\"")))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
-}
-
-fn passes(metrics: &Metrics) -> u64 {
-    metrics
-        .reconcile_duration
-        .with_label_values(&["Secrets"])
-        .get_sample_count()
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn credential_steps_wait_in_order_then_derive_quietly() {
@@ -391,14 +227,7 @@ async fn credential_steps_wait_in_order_then_derive_quietly() {
     );
 
     // No secret value in a condition message or an event.
-    let planted = [
-        API_DB_PASSWORD,
-        CELL_DB_PASSWORD,
-        SERVICE_PASSWORD,
-        SHARED_SECRET,
-        RABBIT_PASSWORD,
-        "rotated",
-    ];
+    let planted = PLANTED.iter().copied().chain(["rotated"]);
     let status =
         serde_json::to_string(&novas.get("nova").await.expect("nova").status).expect("status");
     let events = serde_json::to_string(

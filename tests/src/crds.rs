@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use futures::future::try_join_all;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 
 use crate::{Error, Result, io_err, kube_err};
@@ -70,7 +70,7 @@ pub fn read_crds(path: &Path) -> Result<Vec<CustomResourceDefinition>> {
     Ok(crds)
 }
 
-/// Server-side applies every CRD in `files` and waits until each is Established. Returns the
+/// Creates (or, if present, server-side applies) every CRD in `files` and waits until each is Established. Returns the
 /// CRD names in file order.
 pub async fn install_crds(
     client: &kube::Client,
@@ -93,9 +93,17 @@ pub async fn install_crds(
             crd.metadata.managed_fields = None;
             crd.metadata.resource_version = None;
             crd.status = None;
-            api.patch(&name, &params, &Patch::Apply(&crd))
-                .await
-                .map_err(kube_err(format!("applying CRD {name}")))?;
+            // A plain create is much cheaper than server-side apply for large CRDs (no
+            // managed-fields computation); apply only replaces one that already exists.
+            match api.create(&PostParams::default(), &crd).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    api.patch(&name, &params, &Patch::Apply(&crd))
+                        .await
+                        .map_err(kube_err(format!("applying CRD {name}")))?;
+                }
+                Err(e) => return Err(kube_err(format!("creating CRD {name}"))(e)),
+            }
             Ok::<_, Error>(name)
         }
     }))
