@@ -1,5 +1,6 @@
-//! Derived Secrets (`common-types.md` §3.7 step 4, §3.8 step 5): one key, claimed by the CR,
-//! created when absent, replaced wholesale when its data drifted, untouched when equal.
+//! Derived Secrets (`common-types.md` §3.7 step 4, §3.8 step 5; the compute contracts):
+//! claimed by the CR, created when absent, replaced wholesale when their data drifted,
+//! untouched when equal.
 
 use std::collections::BTreeMap;
 
@@ -17,10 +18,8 @@ use crate::sensitive::Sensitive;
 pub struct Desired<'a> {
     /// The Secret's name.
     pub name: &'a str,
-    /// Its one key.
-    pub key: &'a str,
-    /// The value of that key.
-    pub value: &'a Sensitive,
+    /// Its whole data, key by key.
+    pub data: BTreeMap<String, Sensitive>,
     /// The claiming CR's controller reference.
     pub owner: OwnerReference,
     /// The CR's common labels.
@@ -35,15 +34,21 @@ fn controller_of(secret: &Secret) -> Option<&OwnerReference> {
         .find(|r| r.controller == Some(true))
 }
 
+/// The single-key data of a derived DSN or URL Secret.
+pub fn one_key(key: &str, value: &Sensitive) -> BTreeMap<String, Sensitive> {
+    BTreeMap::from([(key.to_owned(), value.clone())])
+}
+
 /// Ensures the Secret; returns whether a write was issued. An existing Secret another
 /// controller owns is refused, one nobody controls is adopted.
 pub async fn ensure(api: &Api<Secret>, desired: Desired<'_>) -> Result<bool, StepError> {
     let ns = api.namespace().unwrap_or_default().to_owned();
     let name = desired.name;
-    let data = BTreeMap::from([(
-        desired.key.to_owned(),
-        ByteString(desired.value.expose().as_bytes().to_vec()),
-    )]);
+    let data: BTreeMap<String, ByteString> = desired
+        .data
+        .iter()
+        .map(|(k, v)| (k.clone(), ByteString(v.expose().as_bytes().to_vec())))
+        .collect();
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..Default::default()

@@ -102,8 +102,7 @@ async fn derive(
         &pass.secrets(),
         Desired {
             name: target,
-            key: CONNECTION_KEY,
-            value: &connection,
+            data: derived_secret::one_key(CONNECTION_KEY, &connection),
             owner: pass.owner_reference()?,
             labels: pass.common_labels(),
         },

@@ -1,9 +1,9 @@
 //! The deletion path (`common-types.md` §3.13): release the MariaDB CRs both schemas were
 //! provisioned under, then the finalizer.
 
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
-use kube::runtime::events::{Event, EventType};
-use kube::{Resource, ResourceExt};
+use kube::runtime::events::EventType;
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::Nova;
 
@@ -50,16 +50,16 @@ pub async fn run(pass: &NovaPass) -> Result<Flow, StepError> {
         }
     }
     if live {
-        publish(
-            pass,
+        pass.publish(
+            EventType::Normal,
             "FinalizingDatabase",
             "Deleting the MariaDB Database, User and Grant objects of both schemas",
         )
         .await;
         return Ok(Flow::RequeueAfter(REQUEUE_DATABASE_WAIT));
     }
-    publish(
-        pass,
+    pass.publish(
+        EventType::Normal,
         "DatabaseFinalized",
         "No MariaDB object of either schema is left; releasing the finalizer",
     )
@@ -84,23 +84,4 @@ async fn remove_finalizer(pass: &NovaPass) -> Result<(), StepError> {
         .await
         .map_err(|e| StepError::kube("removing the finalizer", e))?;
     Ok(())
-}
-
-/// Publishes a Normal event on the Nova; a failed publish is logged, never fatal.
-pub async fn publish(pass: &NovaPass, reason: &str, note: &str) {
-    let event = Event {
-        type_: EventType::Normal,
-        reason: reason.to_owned(),
-        note: Some(note.to_owned()),
-        action: "Reconcile".to_owned(),
-        secondary: None,
-    };
-    if let Err(e) = pass
-        .ctx
-        .recorder
-        .publish(&event, &pass.nova.object_ref(&()))
-        .await
-    {
-        tracing::warn!(error = %e, reason, "publishing an event failed");
-    }
 }

@@ -2,6 +2,8 @@
 //! finalizer.
 
 pub mod broker_url;
+pub mod compute_config;
+pub mod config;
 pub mod controller;
 pub mod db_connection;
 pub mod dsn;
@@ -15,9 +17,9 @@ use nova_api::conditions::NovaConditionType as C;
 use crate::pipeline::{Stage, Step};
 use pass::NovaPass;
 
-/// The Nova pipeline, in order. Later issues add the Config, ComputeConfig, Database and
-/// workload steps and the parallel group behind them.
-pub static PIPELINE: [Stage<NovaPass>; 3] = [
+/// The Nova pipeline, in order. Later issues add the Database and workload steps and the
+/// parallel group behind them.
+pub static PIPELINE: [Stage<NovaPass>; 5] = [
     Stage::Sequential(Step {
         name: "Secrets",
         condition: C::SecretsReady.as_str(),
@@ -32,6 +34,16 @@ pub static PIPELINE: [Stage<NovaPass>; 3] = [
         name: "TransportURLSecret",
         condition: C::SecretsReady.as_str(),
         run: transport_url::run,
+    }),
+    Stage::Sequential(Step {
+        name: "Config",
+        condition: C::SecretsReady.as_str(),
+        run: config::run,
+    }),
+    Stage::Sequential(Step {
+        name: "ComputeConfig",
+        condition: C::ComputeConfigReady.as_str(),
+        run: compute_config::run,
     }),
 ];
 

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
 use kube::api::{Api, DynamicObject};
 use kube::core::ApiResource;
+use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::v1alpha1::{Nova, NovaStatus};
@@ -32,6 +33,8 @@ pub struct Resolved {
     pub broker_port: Option<u16>,
     /// The pod-template digests, by annotation.
     pub digests: Digests,
+    /// The config ConfigMap the workloads mount.
+    pub config_map: Option<String>,
 }
 
 /// The credential digests stamped on pod templates.
@@ -140,6 +143,25 @@ impl NovaPass {
                 "nova-operator".to_owned(),
             ),
         ])
+    }
+
+    /// Publishes an event on the Nova; a failed publish is logged, never fatal.
+    pub async fn publish(&self, type_: EventType, reason: &str, note: &str) {
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note.to_owned()),
+            action: "Reconcile".to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = self
+            .ctx
+            .recorder
+            .publish(&event, &self.nova.object_ref(&()))
+            .await
+        {
+            tracing::warn!(error = %e, reason, "publishing an event failed");
+        }
     }
 
     /// Reads a Secret of the CR's namespace; None when it does not exist.

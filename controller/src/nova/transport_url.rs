@@ -41,8 +41,7 @@ pub fn run(pass: &mut NovaPass) -> StepFuture<'_> {
             &pass.secrets(),
             Desired {
                 name: &NovaNames::new(&name).transport_url(),
-                key: TRANSPORT_URL_KEY,
-                value: &url,
+                data: derived_secret::one_key(TRANSPORT_URL_KEY, &url),
                 owner: pass.owner_reference()?,
                 labels: pass.common_labels(),
             },
