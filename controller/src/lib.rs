@@ -5,6 +5,7 @@ pub mod derived_secret;
 pub mod external;
 pub mod metrics;
 pub mod nova;
+pub mod offline;
 pub mod pipeline;
 pub mod render;
 pub mod sensitive;

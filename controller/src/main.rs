@@ -8,14 +8,14 @@ use anyhow::Context as _;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client, Config};
 use nova_api::v1alpha1::Nova;
 use nova_controller::context::Context;
 use nova_controller::metrics::Metrics;
-use nova_controller::nova;
 use nova_controller::pipeline::Engine;
+use nova_controller::{nova, offline};
 use tokio::sync::watch;
 
 /// Log output format.
@@ -28,6 +28,40 @@ enum LogFormat {
 /// Reconciles Nova and NovaCompute resources.
 #[derive(Debug, Parser)]
 #[command(name = "nova-controller", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    flags: Flags,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Prints every child the Nova pipeline would create for a CR, without a cluster.
+    Render {
+        /// The Nova manifest.
+        #[arg(short = 'f', long = "filename")]
+        file: std::path::PathBuf,
+        /// A directory of Secret manifests to read credentials from; placeholders otherwise.
+        #[arg(long)]
+        secrets_dir: Option<std::path::PathBuf>,
+        /// Output format.
+        #[arg(short = 'o', long, value_enum, default_value = "yaml")]
+        output: Output,
+    },
+}
+
+/// The render command's output format.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Output {
+    /// A multi-document YAML stream.
+    Yaml,
+    /// One v1 List.
+    Json,
+}
+
+/// Flags of the controller itself.
+#[derive(Debug, clap::Args)]
 struct Flags {
     /// Path to a kubeconfig; in-cluster configuration when unset.
     #[arg(long, env = "KUBECONFIG")]
@@ -90,7 +124,16 @@ const LEASE_GRACE_SECONDS: u64 = 5;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let flags = Flags::parse();
+    let cli = Cli::parse();
+    if let Some(Command::Render {
+        file,
+        secrets_dir,
+        output,
+    }) = cli.command
+    {
+        return render(&file, secrets_dir.as_deref(), output);
+    }
+    let flags = cli.flags;
     init_logging(flags.log_format);
     rustls::crypto::ring::default_provider()
         .install_default()
@@ -175,6 +218,26 @@ async fn main() -> anyhow::Result<()> {
             anyhow::bail!("lost the leader-election lease; exiting so a standby takes over")
         }
     }
+}
+
+/// The `render` subcommand.
+fn render(
+    file: &std::path::Path,
+    secrets_dir: Option<&std::path::Path>,
+    output: Output,
+) -> anyhow::Result<()> {
+    let nova = offline::read_nova(file)?;
+    let secrets = match secrets_dir {
+        Some(dir) => offline::SecretSource::from_dir(dir)?,
+        None => offline::SecretSource::default(),
+    };
+    let objects = offline::children(nova, &secrets)?;
+    let text = match output {
+        Output::Yaml => offline::to_yaml(&objects)?,
+        Output::Json => offline::to_json(objects)?,
+    };
+    print!("{text}");
+    Ok(())
 }
 
 /// Resolves once a shutdown was requested.
