@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use nova_api::v1alpha1::Nova;
-use nova_controller::{external, nova};
+use nova_controller::nova;
 use nova_support::*;
 use serde_json::json;
 
@@ -33,15 +33,7 @@ async fn credential_steps_wait_in_order_then_derive_quietly() {
         "SecretStore \"vault\" is not ready; upstream secret backend unreachable"
     );
 
-    let stores =
-        Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &external::secret_store());
-    create_with_status(
-        &stores,
-        json!({"apiVersion": "external-secrets.io/v1", "kind": "SecretStore", "metadata": {"name": "vault"},
-               "spec": {"provider": {"fake": {"data": []}}}}),
-        json!({"conditions": [{"type": "Ready", "status": "True", "reason": "Valid", "message": "store validated"}]}),
-    )
-    .await;
+    create_secret_store(&client, &ns).await;
     let message = wait_for_reason(&novas, "nova", "WaitingForDBCredentials").await;
     assert_eq!(
         message,
@@ -83,27 +75,7 @@ async fn credential_steps_wait_in_order_then_derive_quietly() {
         format!("RabbitmqCluster {ns}/openstack-rabbitmq not found")
     );
 
-    put_secret(
-        &secrets,
-        "openstack-rabbitmq-default-user",
-        &[
-            ("username", "default_user"),
-            ("password", RABBIT_PASSWORD),
-            ("host", "openstack-rabbitmq.svc"),
-            ("port", "5672"),
-        ],
-    )
-    .await;
-    let rabbits =
-        Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &external::rabbitmq_cluster());
-    create_with_status(
-        &rabbits,
-        json!({"apiVersion": "rabbitmq.com/v1beta1", "kind": "RabbitmqCluster", "metadata": {"name": "openstack-rabbitmq"}, "spec": {}}),
-        json!({"conditions": [], "defaultUser": {"secretReference": {
-            "name": "openstack-rabbitmq-default-user", "namespace": ns,
-            "keys": {"username": "username", "password": "password"}}}}),
-    )
-    .await;
+    create_rabbitmq(&client, &ns).await;
     wait_for_reason(&novas, "nova", "SecretsAvailable").await;
 
     // The derived Secrets: exact names, one key each, controlled by the Nova.
@@ -150,17 +122,8 @@ async fn credential_steps_wait_in_order_then_derive_quietly() {
     assert!(nova_now.finalizers().iter().any(|f| f == nova::FINALIZER));
 
     // Rotating the cell password changes only the cell DSN.
-    let before: Vec<String> = futures::future::join_all(
-        ["nova-api-db-connection", "nova-transport-url"].map(|n| async {
-            secrets
-                .get(n)
-                .await
-                .expect("get")
-                .resource_version()
-                .unwrap_or_default()
-        }),
-    )
-    .await;
+    let untouched = ["nova-api-db-connection", "nova-transport-url"];
+    let before = versions(&secrets, &untouched).await;
     put_secret(
         &secrets,
         "nova-db",
@@ -168,17 +131,7 @@ async fn credential_steps_wait_in_order_then_derive_quietly() {
     )
     .await;
     wait_for_data(&secrets, "nova-db-connection", |v| v.contains(":rotated@")).await;
-    let after: Vec<String> = futures::future::join_all(
-        ["nova-api-db-connection", "nova-transport-url"].map(|n| async {
-            secrets
-                .get(n)
-                .await
-                .expect("get")
-                .resource_version()
-                .unwrap_or_default()
-        }),
-    )
-    .await;
+    let after = versions(&secrets, &untouched).await;
     assert_eq!(
         before, after,
         "only the rotated credential's Secret changes"

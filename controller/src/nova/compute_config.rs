@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 
 use kube::ResourceExt;
-use kube::api::DeleteParams;
 use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::effective::{self, secret_keys};
 use nova_api::names::NovaNames;
@@ -14,7 +13,7 @@ use nova_api::v1alpha1::{LocalSecretRef, NovaSpec};
 use super::broker_url::{self, UrlProblem};
 use super::pass::{NovaPass, Resolved, secret_value};
 use crate::derived_secret::{self, Desired};
-use crate::pipeline::{Flow, StepError, StepFuture};
+use crate::pipeline::{Flow, StepError, StepFuture, delete_if_present};
 use crate::render::{self, ContractVariant, RenderError, contract_keys};
 use crate::sensitive::Sensitive;
 
@@ -233,15 +232,7 @@ async fn withdraw_remote(pass: &mut NovaPass) -> Result<(), StepError> {
             .iter()
             .any(|o| o.controller == Some(true) && o.uid == uid);
         if ours {
-            match pass
-                .secrets()
-                .delete(&remote, &DeleteParams::background())
-                .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(e) => return Err(StepError::kube(format!("deleting Secret {ns}/{remote}"), e)),
-            }
+            delete_if_present(&pass.secrets(), &remote, &format!("Secret {ns}/{remote}")).await?;
         }
     }
     pass.status.remote_compute_config_secret_ref = None;

@@ -8,14 +8,14 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, PartialObjectMeta, PostParams};
+use kube::api::{Api, ListParams, PartialObjectMeta, PostParams};
 use kube::runtime::events::EventType;
 use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::names::NovaNames;
 
 use super::pass::NovaPass;
 use crate::pipeline::status::FIELD_MANAGER;
-use crate::pipeline::{Flow, StepError, StepFuture};
+use crate::pipeline::{Flow, StepError, StepFuture, delete_if_present};
 use crate::render::{self, RenderError, RenderedConfig};
 
 /// The label that selects every config ConfigMap of one CR, for pruning.
@@ -169,16 +169,7 @@ async fn prune(pass: &NovaPass, current: &str) -> Result<(), StepError> {
     });
     for stale in history.iter().skip(HISTORY) {
         let stale = stale.name_any();
-        match api.delete(&stale, &DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            Err(e) => {
-                return Err(StepError::kube(
-                    format!("pruning ConfigMap {ns}/{stale}"),
-                    e,
-                ));
-            }
-        }
+        delete_if_present(&api, &stale, &format!("ConfigMap {ns}/{stale}")).await?;
     }
     Ok(())
 }

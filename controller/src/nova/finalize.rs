@@ -2,7 +2,7 @@
 //! provisioned under, then the finalizer.
 
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::Nova;
@@ -10,7 +10,7 @@ use nova_api::v1alpha1::Nova;
 use super::FINALIZER;
 use super::pass::NovaPass;
 use crate::external;
-use crate::pipeline::{Flow, REQUEUE_DATABASE_WAIT, StepError};
+use crate::pipeline::{Flow, REQUEUE_DATABASE_WAIT, StepError, delete_if_present};
 
 /// The MariaDB object names of both schemas: `{name}-api`, `{name}`, and cell0's Database and
 /// Grant, reached through the cell key as an additional schema.
@@ -37,16 +37,7 @@ pub async fn run(pass: &NovaPass) -> Result<Flow, StepError> {
             })?;
             let Some(object) = object else { continue };
             live |= object.metadata.deletion_timestamp.is_none();
-            match api.delete(&name, &DeleteParams::background()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(status)) if status.code == 404 => {}
-                Err(e) => {
-                    return Err(StepError::kube(
-                        format!("deleting {} {ns}/{name}", resource.kind),
-                        e,
-                    ));
-                }
-            }
+            delete_if_present(&api, &name, &format!("{} {ns}/{name}", resource.kind)).await?;
         }
     }
     if live {

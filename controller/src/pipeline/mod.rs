@@ -77,6 +77,26 @@ impl StepError {
     }
 }
 
+/// Deletes `name` in the background; an object already gone is not an error. `what` names the
+/// object in the error (`Secret ns/name`).
+pub async fn delete_if_present<K>(
+    api: &kube::Api<K>,
+    name: &str,
+    what: &str,
+) -> Result<(), StepError>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api
+        .delete(name, &kube::api::DeleteParams::background())
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(StepError::kube(format!("deleting {what}"), e)),
+    }
+}
+
 /// What one step returns.
 pub type StepResult = Result<Flow, StepError>;
 /// The future a step's function returns, borrowing the pass for its duration.

@@ -178,10 +178,8 @@ pub fn passes(metrics: &Metrics) -> u64 {
         .get_sample_count()
 }
 
-/// Creates every input the credential steps read: a Ready SecretStore, the four credential
-/// Secrets and a RabbitmqCluster with its default-user Secret.
-pub async fn provide_inputs(client: &Client, ns: &str) {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+/// Creates the Ready SecretStore `vault` the example selects.
+pub async fn create_secret_store(client: &Client, ns: &str) {
     let stores =
         Api::<DynamicObject>::namespaced_with(client.clone(), ns, &external::secret_store());
     create_with_status(
@@ -191,25 +189,11 @@ pub async fn provide_inputs(client: &Client, ns: &str) {
         json!({"conditions": [{"type": "Ready", "status": "True", "reason": "Valid", "message": "store validated"}]}),
     )
     .await;
-    put_secret(
-        &secrets,
-        "nova-api-db",
-        &[("username", "u"), ("password", API_DB_PASSWORD)],
-    )
-    .await;
-    put_secret(
-        &secrets,
-        "nova-db",
-        &[("username", "u"), ("password", CELL_DB_PASSWORD)],
-    )
-    .await;
-    put_secret(&secrets, "nova-keystone", &[("password", SERVICE_PASSWORD)]).await;
-    put_secret(
-        &secrets,
-        "nova-metadata-secret",
-        &[("shared_secret", SHARED_SECRET)],
-    )
-    .await;
+}
+
+/// Creates the example's RabbitmqCluster with its default-user Secret, as its operator would.
+pub async fn create_rabbitmq(client: &Client, ns: &str) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     put_secret(
         &secrets,
         "openstack-rabbitmq-default-user",
@@ -231,6 +215,48 @@ pub async fn provide_inputs(client: &Client, ns: &str) {
             "keys": {"username": "username", "password": "password"}}}}),
     )
     .await;
+}
+
+/// Creates every input the credential steps read: a Ready SecretStore, the four credential
+/// Secrets and a RabbitmqCluster with its default-user Secret.
+pub async fn provide_inputs(client: &Client, ns: &str) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    create_secret_store(client, ns).await;
+    put_secret(
+        &secrets,
+        "nova-api-db",
+        &[("username", "u"), ("password", API_DB_PASSWORD)],
+    )
+    .await;
+    put_secret(
+        &secrets,
+        "nova-db",
+        &[("username", "u"), ("password", CELL_DB_PASSWORD)],
+    )
+    .await;
+    put_secret(&secrets, "nova-keystone", &[("password", SERVICE_PASSWORD)]).await;
+    put_secret(
+        &secrets,
+        "nova-metadata-secret",
+        &[("shared_secret", SHARED_SECRET)],
+    )
+    .await;
+    create_rabbitmq(client, ns).await;
+}
+
+/// The resourceVersions of some Secrets, to tell which ones a change rewrote.
+pub async fn versions(api: &Api<Secret>, names: &[&str]) -> Vec<String> {
+    let mut versions = Vec::new();
+    for name in names {
+        versions.push(
+            api.get(name)
+                .await
+                .expect("get")
+                .resource_version()
+                .unwrap_or_default(),
+        );
+    }
+    versions
 }
 
 /// Every planted credential value; none may ever appear in a log, event or condition.
