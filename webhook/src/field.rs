@@ -1,0 +1,525 @@
+//! Field errors in the API server's own shape (`k8s.io/apimachinery/pkg/util/validation/field`)
+//! and the `Invalid` status `errors.NewInvalid` builds from them.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// The API group both kinds belong to.
+pub const GROUP: &str = "nova.openstack.c5c3.io";
+
+/// `field.ErrorType`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorType {
+    /// `FieldValueInvalid`.
+    Invalid,
+    /// `FieldValueRequired`.
+    Required,
+    /// `FieldValueForbidden`.
+    Forbidden,
+    /// `FieldValueNotSupported`.
+    NotSupported,
+    /// `FieldValueNotFound`.
+    NotFound,
+    /// `FieldValueDuplicate`.
+    Duplicate,
+    /// `FieldValueTooLong`.
+    TooLong,
+    /// `InternalError`.
+    Internal,
+}
+
+impl ErrorType {
+    /// The cause type of `details.causes[].reason`.
+    pub fn cause(self) -> &'static str {
+        match self {
+            ErrorType::Invalid => "FieldValueInvalid",
+            ErrorType::Required => "FieldValueRequired",
+            ErrorType::Forbidden => "FieldValueForbidden",
+            ErrorType::NotSupported => "FieldValueNotSupported",
+            ErrorType::NotFound => "FieldValueNotFound",
+            ErrorType::Duplicate => "FieldValueDuplicate",
+            ErrorType::TooLong => "FieldValueTooLong",
+            ErrorType::Internal => "InternalError",
+        }
+    }
+
+    /// `ErrorType.String()`.
+    pub fn label(self) -> &'static str {
+        match self {
+            ErrorType::Invalid => "Invalid value",
+            ErrorType::Required => "Required value",
+            ErrorType::Forbidden => "Forbidden",
+            ErrorType::NotSupported => "Unsupported value",
+            ErrorType::NotFound => "Not found",
+            ErrorType::Duplicate => "Duplicate value",
+            ErrorType::TooLong => "Too long",
+            ErrorType::Internal => "Internal error",
+        }
+    }
+}
+
+/// The offending value as `field.Error.BadValue` renders it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BadValue {
+    /// The value is not shown (`field.OmitValueType`): used wherever the value could carry a
+    /// credential (URLs, extraConfig values) or is a whole block.
+    Omitted,
+    /// A string, rendered with Go's `%q`.
+    Str(String),
+    /// An integer, rendered bare.
+    Int(i64),
+    /// A boolean, rendered bare.
+    Bool(bool),
+    /// Anything else, rendered as compact JSON.
+    Json(Value),
+}
+
+impl BadValue {
+    fn render(&self) -> Option<String> {
+        match self {
+            BadValue::Omitted => None,
+            BadValue::Str(s) => Some(go_quote(s)),
+            BadValue::Int(i) => Some(i.to_string()),
+            BadValue::Bool(b) => Some(b.to_string()),
+            BadValue::Json(v) => Some(serde_json::to_string(v).unwrap_or_default()),
+        }
+    }
+}
+
+impl From<&str> for BadValue {
+    fn from(s: &str) -> Self {
+        BadValue::Str(s.to_owned())
+    }
+}
+
+impl From<String> for BadValue {
+    fn from(s: String) -> Self {
+        BadValue::Str(s)
+    }
+}
+
+impl From<&String> for BadValue {
+    fn from(s: &String) -> Self {
+        BadValue::Str(s.clone())
+    }
+}
+
+impl From<i64> for BadValue {
+    fn from(i: i64) -> Self {
+        BadValue::Int(i)
+    }
+}
+
+impl From<i32> for BadValue {
+    fn from(i: i32) -> Self {
+        BadValue::Int(i.into())
+    }
+}
+
+/// One `field.Error`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FieldError {
+    /// The error type.
+    pub kind: ErrorType,
+    /// The field path, `spec.a.b[0].c[key]`.
+    pub field: String,
+    /// The offending value.
+    pub value: BadValue,
+    /// The explanation.
+    pub detail: String,
+}
+
+impl FieldError {
+    /// `field.Invalid`.
+    pub fn invalid(
+        field: impl Into<String>,
+        value: impl Into<BadValue>,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self {
+            kind: ErrorType::Invalid,
+            field: field.into(),
+            value: value.into(),
+            detail: detail.into(),
+        }
+    }
+
+    /// `field.Invalid` with the value omitted.
+    pub fn invalid_omitted(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorType::Invalid,
+            field: field.into(),
+            value: BadValue::Omitted,
+            detail: detail.into(),
+        }
+    }
+
+    /// `field.Required`.
+    pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorType::Required,
+            field: field.into(),
+            value: BadValue::Str(String::new()),
+            detail: detail.into(),
+        }
+    }
+
+    /// `field.Forbidden`.
+    pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorType::Forbidden,
+            field: field.into(),
+            value: BadValue::Str(String::new()),
+            detail: detail.into(),
+        }
+    }
+
+    /// `field.NotSupported`: `supported values: "a", "b"`.
+    pub fn not_supported(
+        field: impl Into<String>,
+        value: impl Into<BadValue>,
+        supported: &[&str],
+    ) -> Self {
+        let detail = if supported.is_empty() {
+            String::new()
+        } else {
+            let quoted: Vec<String> = supported.iter().map(|v| go_quote(v)).collect();
+            format!("supported values: {}", quoted.join(", "))
+        };
+        Self {
+            kind: ErrorType::NotSupported,
+            field: field.into(),
+            value: value.into(),
+            detail,
+        }
+    }
+
+    /// `field.NotFound`.
+    pub fn not_found(field: impl Into<String>, value: impl Into<BadValue>) -> Self {
+        Self {
+            kind: ErrorType::NotFound,
+            field: field.into(),
+            value: value.into(),
+            detail: String::new(),
+        }
+    }
+
+    /// `field.Duplicate`.
+    pub fn duplicate(field: impl Into<String>, value: impl Into<BadValue>) -> Self {
+        Self {
+            kind: ErrorType::Duplicate,
+            field: field.into(),
+            value: value.into(),
+            detail: String::new(),
+        }
+    }
+
+    /// `field.InternalError`.
+    pub fn internal(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self {
+            kind: ErrorType::Internal,
+            field: field.into(),
+            value: BadValue::Omitted,
+            detail: detail.into(),
+        }
+    }
+
+    /// `Error.ErrorBody()`: everything after the field path.
+    pub fn body(&self) -> String {
+        let mut s = self.kind.label().to_owned();
+        match self.kind {
+            ErrorType::Required
+            | ErrorType::Forbidden
+            | ErrorType::TooLong
+            | ErrorType::Internal => {}
+            _ => {
+                if let Some(value) = self.value.render() {
+                    let _ = write!(s, ": {value}");
+                }
+            }
+        }
+        if !self.detail.is_empty() {
+            let _ = write!(s, ": {}", self.detail);
+        }
+        s
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.body())
+    }
+}
+
+/// Go's `strconv.Quote`, the `%q` verb of the messages.
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{07}' => out.push_str("\\a"),
+            '\u{08}' => out.push_str("\\b"),
+            '\u{0c}' => out.push_str("\\f"),
+            '\u{0b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if c.is_control() => {
+                let cp = c as u32;
+                if cp <= 0xffff {
+                    let _ = write!(out, "\\u{cp:04x}");
+                } else {
+                    let _ = write!(out, "\\U{cp:08x}");
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A field path under construction: `spec`, `.child`, `[index]`, `[key]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Path(String);
+
+impl Path {
+    /// A root path.
+    pub fn new(root: &str) -> Self {
+        Path(root.to_owned())
+    }
+
+    /// `path.Child(name)`.
+    pub fn child(&self, name: &str) -> Self {
+        Path(format!("{}.{name}", self.0))
+    }
+
+    /// `path.Index(i)`.
+    pub fn index(&self, i: usize) -> Self {
+        Path(format!("{}[{i}]", self.0))
+    }
+
+    /// `path.Key(k)`.
+    pub fn key(&self, k: &str) -> Self {
+        Path(format!("{}[{k}]", self.0))
+    }
+
+    /// The rendered path.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Path {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<Path> for String {
+    fn from(p: Path) -> Self {
+        p.0
+    }
+}
+
+impl From<&Path> for String {
+    fn from(p: &Path) -> Self {
+        p.0.clone()
+    }
+}
+
+/// One `metav1.StatusCause`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StatusCause {
+    /// The cause type (`FieldValueInvalid`, ...).
+    pub reason: String,
+    /// The error body.
+    pub message: String,
+    /// The field path.
+    pub field: String,
+}
+
+/// `metav1.StatusDetails`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StatusDetails {
+    /// The object's name.
+    pub name: String,
+    /// The API group.
+    pub group: String,
+    /// The kind.
+    pub kind: String,
+    /// One cause per field error.
+    pub causes: Vec<StatusCause>,
+}
+
+/// The `metav1.Status` of a rejected admission.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Status {
+    /// Always `Failure` here.
+    pub status: String,
+    /// The human-readable message.
+    pub message: String,
+    /// The reason (`Invalid`, `BadRequest`, `InternalError`).
+    pub reason: String,
+    /// Per-field details, for `Invalid`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<StatusDetails>,
+    /// The HTTP-style code.
+    pub code: u16,
+}
+
+impl Status {
+    /// `errors.NewInvalid(GroupKind{GROUP, kind}, name, errs)`.
+    pub fn invalid(kind: &str, name: &str, errors: &[FieldError]) -> Self {
+        let causes = errors
+            .iter()
+            .map(|e| StatusCause {
+                reason: e.kind.cause().to_owned(),
+                message: e.body(),
+                field: e.field.clone(),
+            })
+            .collect();
+        let qualified = format!("{kind}.{GROUP}");
+        let message = match aggregate(errors) {
+            None => format!("{qualified} {} is invalid", go_quote(name)),
+            Some(agg) => format!("{qualified} {} is invalid: {agg}", go_quote(name)),
+        };
+        Status {
+            status: "Failure".into(),
+            message,
+            reason: "Invalid".into(),
+            details: Some(StatusDetails {
+                name: name.to_owned(),
+                group: GROUP.to_owned(),
+                kind: kind.to_owned(),
+                causes,
+            }),
+            code: 422,
+        }
+    }
+
+    /// A `BadRequest` (400) status.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Status {
+            status: "Failure".into(),
+            message: message.into(),
+            reason: "BadRequest".into(),
+            details: None,
+            code: 400,
+        }
+    }
+
+    /// An `InternalError` (500) status.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Status {
+            status: "Failure".into(),
+            message: message.into(),
+            reason: "InternalError".into(),
+            details: None,
+            code: 500,
+        }
+    }
+}
+
+/// `ErrorList.ToAggregate().Error()`: duplicates dropped, one error bare, several in brackets.
+pub fn aggregate(errors: &[FieldError]) -> Option<String> {
+    let mut seen: Vec<String> = Vec::with_capacity(errors.len());
+    for e in errors {
+        let msg = e.to_string();
+        if !seen.contains(&msg) {
+            seen.push(msg);
+        }
+    }
+    match seen.len() {
+        0 => None,
+        1 => seen.pop(),
+        _ => Some(format!("[{}]", seen.join(", "))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_follow_apimachinery() {
+        assert_eq!(
+            FieldError::invalid("spec.x", "v", "msg").to_string(),
+            r#"spec.x: Invalid value: "v": msg"#
+        );
+        assert_eq!(
+            FieldError::required("spec.x", "msg").to_string(),
+            "spec.x: Required value: msg"
+        );
+        assert_eq!(
+            FieldError::required("spec.x", "").to_string(),
+            "spec.x: Required value"
+        );
+        assert_eq!(
+            FieldError::forbidden("spec.x", "msg").to_string(),
+            "spec.x: Forbidden: msg"
+        );
+        assert_eq!(
+            FieldError::not_supported("spec.x", "v", &["a", "b"]).to_string(),
+            r#"spec.x: Unsupported value: "v": supported values: "a", "b""#
+        );
+        assert_eq!(
+            FieldError::invalid("spec.r", 0, "m").to_string(),
+            "spec.r: Invalid value: 0: m"
+        );
+        assert_eq!(
+            FieldError::invalid_omitted("spec.u", "m").to_string(),
+            "spec.u: Invalid value: m"
+        );
+        assert_eq!(
+            FieldError::not_found("spec.p", "pc").to_string(),
+            r#"spec.p: Not found: "pc""#
+        );
+        assert_eq!(
+            FieldError::duplicate("spec.h[1].node", "n").to_string(),
+            r#"spec.h[1].node: Duplicate value: "n""#
+        );
+        assert_eq!(
+            FieldError::invalid("spec.m", BadValue::Json(serde_json::json!({"a": "b"})), "m")
+                .to_string(),
+            r#"spec.m: Invalid value: {"a":"b"}: m"#
+        );
+    }
+
+    #[test]
+    fn quoting_matches_go() {
+        assert_eq!(go_quote("a\nb\r\"c\"\\"), r#""a\nb\r\"c\"\\""#);
+        assert_eq!(go_quote("\u{1}é"), "\"\\x01é\"");
+    }
+
+    #[test]
+    fn the_aggregate_drops_duplicates_and_brackets_several() {
+        let a = FieldError::required("spec.a", "x");
+        let b = FieldError::required("spec.b", "y");
+        assert_eq!(aggregate(&[]), None);
+        assert_eq!(
+            aggregate(std::slice::from_ref(&a)).unwrap(),
+            "spec.a: Required value: x"
+        );
+        assert_eq!(
+            aggregate(&[a.clone(), a.clone()]).unwrap(),
+            "spec.a: Required value: x"
+        );
+        assert_eq!(
+            aggregate(&[a, b]).unwrap(),
+            "[spec.a: Required value: x, spec.b: Required value: y]"
+        );
+        let status = Status::invalid("Nova", "n", &[FieldError::required("spec.a", "x")]);
+        assert_eq!(
+            status.message,
+            r#"Nova.nova.openstack.c5c3.io "n" is invalid: spec.a: Required value: x"#
+        );
+    }
+}

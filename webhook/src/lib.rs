@@ -1,0 +1,14 @@
+//! `nova-webhook`: the defaulting and validating admission webhook of the Nova and NovaCompute
+//! kinds. The admission logic is pure (`review`, `validation`); the server (`server`) only
+//! moves bytes, resolves the lookups that need the API server (`lookups`) and counts
+//! (`metrics`).
+
+pub mod catalog;
+pub mod field;
+pub mod grammar;
+pub mod lookups;
+pub mod metrics;
+pub mod review;
+pub mod server;
+pub mod tls;
+pub mod validation;

@@ -1,0 +1,185 @@
+//! `nova-webhook`: serves the defaulting and validating webhooks of Nova and NovaCompute.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, ValueEnum};
+use nova_webhook::lookups::KubeResolver;
+use nova_webhook::metrics::Metrics;
+use nova_webhook::server::{self, AppState, Limits};
+use nova_webhook::tls::{self, CertStore};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The admission webhook of the Nova operator.
+#[derive(Debug, Parser)]
+#[command(name = "nova-webhook", version, about)]
+struct Args {
+    /// Address the HTTPS admission server listens on.
+    #[arg(
+        long,
+        env = "NOVA_WEBHOOK_BIND_ADDRESS",
+        default_value = "0.0.0.0:9443"
+    )]
+    bind_address: SocketAddr,
+    /// PEM file of the serving certificate (chain), reloaded when it changes.
+    #[arg(long, env = "NOVA_WEBHOOK_TLS_CERT_FILE")]
+    tls_cert_file: PathBuf,
+    /// PEM file of the serving certificate's private key, reloaded when it changes.
+    #[arg(long, env = "NOVA_WEBHOOK_TLS_PRIVATE_KEY_FILE")]
+    tls_private_key_file: PathBuf,
+    /// Seconds between checks of the certificate files for a rotation.
+    #[arg(long, env = "NOVA_WEBHOOK_CERT_POLL_SECONDS", default_value_t = 5)]
+    cert_poll_seconds: u64,
+    /// Address of the plain-HTTP server of /metrics, /healthz and /readyz.
+    #[arg(
+        long,
+        env = "NOVA_WEBHOOK_METRICS_BIND_ADDRESS",
+        default_value = "0.0.0.0:8080"
+    )]
+    metrics_bind_address: SocketAddr,
+    /// Kubeconfig for the PriorityClass and Nova lookups; the in-cluster configuration when unset.
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Log output format.
+    #[arg(
+        long,
+        env = "NOVA_WEBHOOK_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    log_format: LogFormat,
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}
+
+async fn kube_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, String> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| format!("reading {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| format!("loading {}: {e}", path.display()))?
+        }
+        None => kube::Config::infer().await.map_err(|e| e.to_string())?,
+    };
+    kube::Client::try_from(config).map_err(|e| e.to_string())
+}
+
+/// Resolves on the first SIGTERM or SIGINT; a second one exits at once.
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM");
+            std::future::pending::<()>().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tracing::info!("shutdown requested; finishing in-flight reviews (a second signal aborts)");
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        tracing::warn!("second signal; aborting");
+        std::process::exit(130);
+    });
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    init_logging(args.log_format);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    nova_webhook::catalog::init().context("embedded option catalogs")?;
+
+    let store = CertStore::new(&args.tls_cert_file, &args.tls_private_key_file);
+    match store.reload() {
+        Ok(_) => tracing::info!(cert = %args.tls_cert_file.display(), "serving certificate loaded"),
+        Err(e) => {
+            tracing::warn!(error = %e, "no usable serving certificate yet; not ready until one appears")
+        }
+    }
+
+    let client = kube_client(args.kubeconfig.as_ref()).await;
+    let resolver = match client {
+        Ok(c) => KubeResolver::new(Some(c), ""),
+        Err(e) => {
+            tracing::warn!(error = %e, "no Kubernetes client; PriorityClass and Nova lookups fail closed");
+            KubeResolver::new(None, format!("no Kubernetes API client is configured: {e}"))
+        }
+    };
+    let metrics = Arc::new(Metrics::new().context("registering metrics")?);
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+
+    let watcher = tokio::spawn(store.clone().watch(
+        Duration::from_secs(args.cert_poll_seconds.max(1)),
+        stopped(stop_rx.clone()),
+    ));
+
+    let admin_listener = TcpListener::bind(args.metrics_bind_address)
+        .await
+        .with_context(|| format!("binding {}", args.metrics_bind_address))?;
+    let admin = tokio::spawn(server::serve_plain(
+        admin_listener,
+        server::admin_router(metrics.clone(), store.clone()),
+        stopped(stop_rx.clone()),
+    ));
+
+    let limits = Limits::default();
+    let state = Arc::new(AppState {
+        resolver,
+        metrics,
+        limits,
+    });
+    let tls_config = tls::server_config(store.clone()).context("TLS configuration")?;
+    let listener = TcpListener::bind(args.bind_address)
+        .await
+        .with_context(|| format!("binding {}", args.bind_address))?;
+    tracing::info!(admission = %args.bind_address, metrics = %args.metrics_bind_address, "nova-webhook serving");
+    server::serve_tls(
+        listener,
+        tls_config,
+        server::admission_router(state),
+        limits,
+        shutdown_signal(),
+    )
+    .await;
+
+    let _ = stop_tx.send(true);
+    let _ = watcher.await;
+    if let Ok(Err(e)) = admin.await {
+        tracing::warn!(error = %e, "metrics server ended with an error");
+    }
+    tracing::info!("nova-webhook stopped");
+    Ok(())
+}

@@ -1,0 +1,553 @@
+//! The validating webhook of the Nova kind (`nova-crd.txt`, "Defaulting and validation").
+
+use std::sync::LazyLock;
+
+use nova_api::names::{NOVA_NAME_MAX, nova_forbidden_suffix};
+use nova_api::owned_keys::{self, OwnedKey};
+use nova_api::v1alpha1::{CredentialsMode, DeploymentSpec, Nova, NovaSpec};
+
+use super::deployment::{self, Block, DEFAULT_GRACE};
+use super::urls::{self, Schemes};
+use super::{Lookups, Operation, Outcome, common, extra_config};
+use crate::field::{FieldError, Path};
+
+/// The owned-key registry of nova.conf.
+pub static REGISTRY: LazyLock<Vec<OwnedKey>> =
+    LazyLock::new(|| owned_keys::nova().copied().collect());
+
+/// The grace period the scheduler and conductor resolve to when unset.
+const RPC_GRACE: i64 = 200;
+
+/// The message of a Nova name above the bound.
+pub fn name_too_long_message() -> String {
+    format!(
+        "name must be at most {NOVA_NAME_MAX} characters: the {{name}}-db-archive CronJob must fit the 52-character CronJob name limit"
+    )
+}
+
+/// The message of a Nova name ending in a reserved suffix.
+pub fn forbidden_suffix_message(suffix: &str) -> String {
+    if suffix == "-cell0" {
+        format!(
+            "name must not end in \"{suffix}\": it is the suffix of every cell0 Database and Grant, so this Nova's cell schema objects would collide with another Nova's cell0 objects"
+        )
+    } else {
+        format!(
+            "name must not end in \"{suffix}\": a Nova named by the rest of the name builds its children under exactly that name"
+        )
+    }
+}
+
+/// The PriorityClass names a Nova's validation looks up.
+pub fn priority_class_names(spec: &NovaSpec) -> Vec<String> {
+    let mut names: Vec<String> = deployments(spec)
+        .into_iter()
+        .filter_map(|(_, d, _)| d.priority_class_name.clone())
+        .chain(
+            spec.jobs
+                .as_ref()
+                .and_then(|j| j.priority_class_name.clone()),
+        )
+        .filter(|n| !n.is_empty())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The deployment blocks validated by the pod-level rules: (block name, block, component).
+/// The console block only while the proxy is enabled and the block exists.
+fn deployments(spec: &NovaSpec) -> Vec<(&'static str, &DeploymentSpec, &'static str)> {
+    let mut out = Vec::new();
+    if let Some(d) = spec.api.as_ref().and_then(|a| a.deployment.as_ref()) {
+        out.push(("api", d, "api"));
+    }
+    if let Some(d) = spec.metadata.deployment.as_ref() {
+        out.push(("metadata", d, "metadata"));
+    }
+    if let Some(d) = spec.scheduler.as_ref().and_then(|s| s.deployment.as_ref()) {
+        out.push(("scheduler", d, "scheduler"));
+    }
+    if let Some(d) = spec.conductor.as_ref().and_then(|s| s.deployment.as_ref()) {
+        out.push(("conductor", d, "conductor"));
+    }
+    if let Some(console) = &spec.console_proxy
+        && console.enabled.unwrap_or(true)
+        && let Some(d) = console.deployment.as_ref()
+    {
+        out.push(("consoleProxy", d, "novncproxy"));
+    }
+    out
+}
+
+fn effective_mode(mode: Option<CredentialsMode>) -> CredentialsMode {
+    mode.unwrap_or(CredentialsMode::Static)
+}
+
+fn mode_name(mode: CredentialsMode) -> &'static str {
+    match mode {
+        CredentialsMode::Static => "Static",
+        CredentialsMode::Dynamic => "Dynamic",
+    }
+}
+
+/// Validates a Nova admission.
+pub fn validate(
+    new: &Nova,
+    old: Option<&Nova>,
+    operation: Operation,
+    lookups: &dyn Lookups,
+) -> Outcome {
+    let mut out = Outcome::default();
+    if operation == Operation::Update
+        && new.metadata.deletion_timestamp.is_some()
+        && old.is_some_and(|o| o.spec == new.spec)
+    {
+        // The finalizer removal of a CR being deleted: admitted without validation.
+        return out;
+    }
+    let old_spec = old
+        .map(|o| &o.spec)
+        .filter(|_| operation == Operation::Update);
+    let name = new.metadata.name.as_deref().unwrap_or("");
+    let errors = &mut out.errors;
+    let warnings = &mut out.warnings;
+
+    if operation == Operation::Create {
+        if name.len() > NOVA_NAME_MAX {
+            errors.push(FieldError::invalid(
+                "metadata.name",
+                name,
+                name_too_long_message(),
+            ));
+        }
+        if let Some(suffix) = nova_forbidden_suffix(name) {
+            errors.push(FieldError::invalid(
+                "metadata.name",
+                name,
+                forbidden_suffix_message(suffix),
+            ));
+        }
+    }
+    spec_rules(name, &new.spec, old_spec, lookups, errors, warnings);
+    out
+}
+
+fn spec_rules(
+    name: &str,
+    spec: &NovaSpec,
+    old: Option<&NovaSpec>,
+    lookups: &dyn Lookups,
+    errors: &mut Vec<FieldError>,
+    warnings: &mut Vec<String>,
+) {
+    let root = Path::new("spec");
+    common::release(
+        &spec.open_stack_release,
+        old.map(|o| o.open_stack_release.as_str()),
+        errors,
+        warnings,
+    );
+    common::image(&root.child("image"), &spec.image, errors);
+
+    // The two database blocks, the rules between them, and their transition rules.
+    let api_db = root.child("apiDatabase");
+    let cell_db = root.child("database");
+    common::database(&api_db, &spec.api_database, errors);
+    common::database(&cell_db, &spec.database, errors);
+    if spec.api_database.database == spec.database.database {
+        errors.push(FieldError::invalid(
+            api_db.child("database"),
+            &spec.api_database.database,
+            "apiDatabase and database must name different schemas",
+        ));
+    }
+    if spec.api_database.database == format!("{}_cell0", spec.database.database) {
+        errors.push(FieldError::invalid(
+            api_db.child("database"),
+            &spec.api_database.database,
+            "apiDatabase must not name the cell0 schema derived from database",
+        ));
+    }
+    let (api_mode, cell_mode) = (
+        effective_mode(spec.api_database.credentials_mode),
+        effective_mode(spec.database.credentials_mode),
+    );
+    if api_mode != cell_mode {
+        errors.push(FieldError::invalid(
+            cell_db.child("credentialsMode"),
+            mode_name(cell_mode),
+            "apiDatabase and database must use the same credentialsMode",
+        ));
+    }
+    if spec.database.database.len() > 58 {
+        errors.push(FieldError::invalid(
+            cell_db.child("database"),
+            &spec.database.database,
+            "database.database must be at most 58 characters: cell0 is provisioned as <database>_cell0 under the 64-character schema limit",
+        ));
+    }
+    if let Some(old) = old {
+        if spec.api_database.database != old.api_database.database {
+            errors.push(FieldError::invalid(
+                api_db.child("database"),
+                &spec.api_database.database,
+                "apiDatabase.database is immutable: the schema holds the cell map and every instance mapping",
+            ));
+        }
+        if spec.api_database.cluster_ref.is_some() != old.api_database.cluster_ref.is_some() {
+            errors.push(FieldError::invalid_omitted(
+                &api_db,
+                "apiDatabase mode (managed clusterRef vs brownfield host) is immutable",
+            ));
+        }
+        if spec.database.database != old.database.database {
+            errors.push(FieldError::invalid(
+                cell_db.child("database"),
+                &spec.database.database,
+                "database.database is immutable: the cell mappings store the schema name",
+            ));
+        }
+        if spec.database.cluster_ref.is_some() != old.database.cluster_ref.is_some() {
+            errors.push(FieldError::invalid_omitted(
+                &cell_db,
+                "database mode (managed clusterRef vs brownfield host) is immutable",
+            ));
+        }
+    }
+
+    common::cache(&root.child("cache"), &spec.cache, errors);
+    common::messaging(&root.child("messaging"), &spec.messaging, errors);
+
+    // Secret references whose name has no default.
+    if spec.metadata.shared_secret_ref.name.is_empty() {
+        errors.push(FieldError::required(
+            "spec.metadata.sharedSecretRef.name",
+            "sharedSecretRef.name must be set (the Secret holding the value the Neutron metadata agent signs proxied requests with)",
+        ));
+    }
+    if spec.service_user.secret_ref.name.is_empty() {
+        errors.push(FieldError::required(
+            "spec.serviceUser.secretRef.name",
+            "secretRef.name must be set (the Secret holding the service-user password)",
+        ));
+    }
+
+    // Endpoints.
+    if spec.keystone_endpoint.is_empty() {
+        errors.push(FieldError::required(
+            "spec.keystoneEndpoint",
+            "keystoneEndpoint must be set",
+        ));
+    } else {
+        urls::check(
+            "spec.keystoneEndpoint",
+            &spec.keystone_endpoint,
+            Schemes::HttpOrHttps,
+            errors,
+        );
+    }
+    if let Some(public) = spec
+        .keystone_public_endpoint
+        .as_deref()
+        .filter(|s| !s.is_empty())
+    {
+        urls::check(
+            "spec.keystonePublicEndpoint",
+            public,
+            Schemes::HttpOrHttps,
+            errors,
+        );
+    }
+    if let Some(endpoints) = &spec.endpoints {
+        let overrides = [
+            (
+                "placement",
+                endpoints
+                    .placement
+                    .as_ref()
+                    .and_then(|e| e.override_url.as_deref()),
+            ),
+            (
+                "neutron",
+                endpoints
+                    .neutron
+                    .as_ref()
+                    .and_then(|e| e.override_url.as_deref()),
+            ),
+            (
+                "glance",
+                endpoints
+                    .glance
+                    .as_ref()
+                    .and_then(|e| e.override_url.as_deref()),
+            ),
+            (
+                "cinder",
+                endpoints
+                    .cinder
+                    .as_ref()
+                    .and_then(|e| e.override_url.as_deref()),
+            ),
+            (
+                "barbican",
+                endpoints
+                    .barbican
+                    .as_ref()
+                    .and_then(|e| e.override_url.as_deref()),
+            ),
+        ];
+        for (service, url) in overrides {
+            if let Some(url) = url.filter(|u| !u.is_empty()) {
+                urls::check(
+                    &format!("spec.endpoints.{service}.override"),
+                    url,
+                    Schemes::HttpOrHttps,
+                    errors,
+                );
+            }
+        }
+    }
+    if let Some(remote) = &spec.remote_compute {
+        if spec.messaging.tls.is_none() {
+            errors.push(FieldError::required(
+                "spec.messaging.tls",
+                "remoteCompute requires messaging.tls: a compute on another cluster verifies the broker against the messaging CA bundle",
+            ));
+        }
+        if remote.keystone_endpoint.is_empty() {
+            errors.push(FieldError::required(
+                "spec.remoteCompute.keystoneEndpoint",
+                "keystoneEndpoint must be set",
+            ));
+        } else {
+            urls::check(
+                "spec.remoteCompute.keystoneEndpoint",
+                &remote.keystone_endpoint,
+                Schemes::HttpsOnly,
+                errors,
+            );
+        }
+        if remote.transport_url_secret_ref.name.is_empty() {
+            errors.push(FieldError::required(
+                "spec.remoteCompute.transportURLSecretRef.name",
+                "transportURLSecretRef.name must be set (the Secret holding the broker's external rabbit:// URL)",
+            ));
+        }
+    }
+
+    // Control characters in typed fields rendered verbatim.
+    common::rendered(&root.child("region"), spec.region.as_deref(), errors);
+    let user = &spec.service_user;
+    let user_path = root.child("serviceUser");
+    common::rendered(
+        &user_path.child("username"),
+        user.username.as_deref(),
+        errors,
+    );
+    common::rendered(
+        &user_path.child("projectName"),
+        user.project_name.as_deref(),
+        errors,
+    );
+    common::rendered(
+        &user_path.child("userDomainName"),
+        user.user_domain_name.as_deref(),
+        errors,
+    );
+    common::rendered(
+        &user_path.child("projectDomainName"),
+        user.project_domain_name.as_deref(),
+        errors,
+    );
+
+    // The console proxy.
+    let console_path = root.child("consoleProxy");
+    if let Some(console) = &spec.console_proxy {
+        if console.enabled == Some(false) && console.deployment.is_some() {
+            errors.push(FieldError::forbidden(
+                console_path.child("deployment"),
+                "consoleProxy.deployment must not be set when consoleProxy.enabled is false",
+            ));
+        }
+        if let Some(gw) = &console.gateway {
+            let gw_path = console_path.child("gateway");
+            common::gateway(&gw_path, gw, errors);
+            common::rendered(&gw_path.child("hostname"), Some(&gw.hostname), errors);
+            if let Some(path) = gw.path.as_deref()
+                && !path.is_empty()
+                && path != "/"
+            {
+                errors.push(FieldError::invalid(
+                    gw_path.child("path"),
+                    path,
+                    "path must be empty or \"/\": the console page and the WebSocket it opens both live at the root of the hostname, so a prefix route would match neither",
+                ));
+            }
+        }
+    }
+    if let Some(gw) = &spec.gateway {
+        common::gateway(&root.child("gateway"), gw, errors);
+    }
+    if let Some(gw) = &spec.metadata.gateway {
+        common::gateway(&root.child("metadata").child("gateway"), gw, errors);
+    }
+
+    // The five deployment blocks, their uWSGI and worker counts, and the jobs block.
+    for (block, d, component) in deployments(spec) {
+        let default_grace = if matches!(block, "scheduler" | "conductor") {
+            RPC_GRACE
+        } else {
+            DEFAULT_GRACE
+        };
+        let b = Block {
+            path: root.child(block).child("deployment"),
+            deployment: d,
+            default_grace,
+            component,
+        };
+        deployment::deployment(name, &b, lookups, errors);
+    }
+    for (block, d, uwsgi) in [
+        (
+            "api",
+            spec.api.as_ref().and_then(|a| a.deployment.as_ref()),
+            spec.api.as_ref().and_then(|a| a.uwsgi.as_ref()),
+        ),
+        (
+            "metadata",
+            spec.metadata.deployment.as_ref(),
+            spec.metadata.uwsgi.as_ref(),
+        ),
+    ] {
+        if let Some(u) = uwsgi {
+            let uwsgi_path = root.child(block).child("uwsgi");
+            common::uwsgi(&uwsgi_path, u, errors);
+            deployment::harakiri(&uwsgi_path, u, d, DEFAULT_GRACE, errors);
+        }
+    }
+    for (block, workers) in [
+        ("scheduler", spec.scheduler.as_ref().and_then(|s| s.workers)),
+        ("conductor", spec.conductor.as_ref().and_then(|s| s.workers)),
+    ] {
+        if let Some(w) = workers
+            && w < 1
+        {
+            errors.push(FieldError::invalid(
+                root.child(block).child("workers"),
+                w,
+                "workers must be at least 1",
+            ));
+        }
+    }
+    if let Some(jobs) = &spec.jobs {
+        deployment::jobs(&root.child("jobs"), jobs, lookups, errors);
+    }
+
+    // Autoscaling of the API Deployment.
+    let api_deployment = spec.api.as_ref().and_then(|a| a.deployment.as_ref());
+    if let Some(a) = &spec.autoscaling {
+        deployment::autoscaling(&root.child("autoscaling"), a, api_deployment, errors);
+        if api_deployment.is_some_and(|d| d.vertical_autoscaling.is_some()) {
+            errors.push(FieldError::invalid_omitted(
+                "spec.api.deployment.verticalAutoscaling",
+                "spec.api.deployment.verticalAutoscaling cannot be set while spec.autoscaling scales the same Deployment",
+            ));
+        }
+    }
+
+    if let Some(np) = &spec.network_policy
+        && np.ingress.is_empty()
+    {
+        errors.push(FieldError::required(
+            "spec.networkPolicy.ingress",
+            "at least one ingress source must be specified",
+        ));
+    }
+    if let Some(logging) = &spec.logging {
+        common::logging(&root.child("logging"), logging, errors);
+    }
+    if let Some(store) = &spec.secret_store_ref {
+        common::secret_store(&root.child("secretStoreRef"), store, errors);
+    }
+    common::target_cluster(
+        &root.child("targetClusterRef"),
+        spec.target_cluster_ref.as_ref(),
+        old.map(|o| o.target_cluster_ref.as_ref()),
+        errors,
+    );
+
+    // The archive: bounds, the cron grammar, and the retention warning.
+    if let Some(archive) = &spec.db_archive {
+        let p = root.child("dbArchive");
+        if let Some(schedule) = archive.schedule.as_deref().filter(|s| !s.is_empty()) {
+            common::cron_schedule(&p.child("schedule"), schedule, errors);
+        }
+        if let Some(v) = archive.max_rows
+            && v < 1
+        {
+            errors.push(FieldError::invalid(
+                p.child("maxRows"),
+                v,
+                "maxRows must be at least 1",
+            ));
+        }
+        if let Some(v) = archive.sleep
+            && v < 0
+        {
+            errors.push(FieldError::invalid(
+                p.child("sleep"),
+                v,
+                "sleep must be non-negative",
+            ));
+        }
+        if let Some(v) = archive.retention_days
+            && v < 1
+        {
+            errors.push(FieldError::invalid(
+                p.child("retentionDays"),
+                v,
+                "retentionDays must be at least 1",
+            ));
+        }
+    }
+    if let Some(old) = old {
+        let before = old.db_archive.as_ref().and_then(|a| a.retention_days);
+        let after = spec.db_archive.as_ref().and_then(|a| a.retention_days);
+        match (before, after) {
+            (Some(b), Some(a)) if a < b => warnings.push(format!(
+                "spec.dbArchive.retentionDays lowered from {b} to {a}: the next archive run also moves the rows soft-deleted between {a} and {b} days ago into the shadow tables"
+            )),
+            (Some(b), None) => warnings.push(format!(
+                "spec.dbArchive.retentionDays removed (was {b}): the next archive run moves every soft-deleted row, including those of the last {b} days, into the shadow tables"
+            )),
+            _ => {}
+        }
+    }
+
+    // extraConfig: the guards always; the catalog on create, and on update only when
+    // extraConfig or the release changed.
+    if let Some(extra) = &spec.extra_config {
+        extra_config::guards(extra, &REGISTRY, errors);
+        let rescan = match old {
+            None => true,
+            Some(o) => {
+                o.extra_config != spec.extra_config
+                    || o.open_stack_release != spec.open_stack_release
+            }
+        };
+        if rescan {
+            extra_config::catalog_check(
+                extra,
+                &spec.open_stack_release,
+                &REGISTRY,
+                errors,
+                warnings,
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "nova_tests.rs"]
+mod tests;

@@ -1,0 +1,446 @@
+//! End to end on the test control plane: `nova-webhook` runs as a process, is registered by URL,
+//! and creates and updates through the real API server (as `kubectl apply` sends them) are
+//! defaulted and validated. Needs the control-plane binaries (`tests/build-control-plane.sh`).
+
+use std::net::TcpListener as StdListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use nova_test_harness::{
+    Canary, CanaryExpectation, WebhookEndpoint, WebhookRegistration, register_webhooks, shared,
+    unregister_webhooks, wait_for_webhook,
+};
+use serde_json::{Value, json};
+
+const EXAMPLE_NOVA: &str = include_str!("../../examples/nova.yaml");
+const EXAMPLE_POOL: &str = include_str!("../../examples/novacompute.yaml");
+const GROUP: &str = "nova.openstack.c5c3.io";
+
+/// The webhook process, killed (by its own pid) when the test ends.
+struct Webhook(Child);
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    StdListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: GROUP.into(),
+        version: "v1alpha1".into(),
+        api_version: format!("{GROUP}/v1alpha1"),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+fn example(yaml: &str, name: &str, ns: &str) -> Value {
+    let mut v: Value = serde_yaml::from_str(yaml).unwrap();
+    v["metadata"] = json!({"name": name, "namespace": ns});
+    v
+}
+
+async fn wait_ready(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let _ = s
+                .write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .await;
+            let mut out = Vec::new();
+            let _ = s.read_to_end(&mut out).await;
+            if out.starts_with(b"HTTP/1.1 200") {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "nova-webhook did not become ready"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn denial(result: Result<DynamicObject, kube::Error>) -> String {
+    match result {
+        Err(kube::Error::Api(status)) => status.message,
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(obj) => panic!(
+            "admitted: {}",
+            serde_json::to_string(&obj).unwrap_or_default()
+        ),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_defaults_and_validates_through_nova_webhook() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cp = shared().await.expect("control plane");
+    let ns = cp.namespace("nova-webhook").await.expect("namespace");
+    let client = cp.client().expect("client");
+
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = nova_certs::ServingBundle::generate("nova-webhook", &["127.0.0.1"]).unwrap();
+    bundle.write_to_dir(dir.path()).unwrap();
+    let (port, metrics_port) = (free_port(), free_port());
+    let _webhook = Webhook(
+        Command::new(env!("CARGO_BIN_EXE_nova-webhook"))
+            .arg(format!("--bind-address=127.0.0.1:{port}"))
+            .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
+            .arg(format!(
+                "--tls-cert-file={}",
+                dir.path().join("tls.crt").display()
+            ))
+            .arg(format!(
+                "--tls-private-key-file={}",
+                dir.path().join("tls.key").display()
+            ))
+            .arg(format!("--kubeconfig={}", cp.kubeconfig_path().display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("nova-webhook starts"),
+    );
+    wait_ready(metrics_port).await;
+
+    let endpoint = |name: &str, path: &str, plural: &str| {
+        WebhookEndpoint::new(name, path, GROUP, &["v1alpha1"], &[plural]).only_in_namespaces(&[&ns])
+    };
+    let name = format!("nova-webhook-{ns}");
+    let registration = WebhookRegistration {
+        name: name.clone(),
+        url_base: format!("https://127.0.0.1:{port}"),
+        ca_bundle_pem: bundle.ca_pem.clone(),
+        mutating: vec![
+            endpoint(
+                "mnova.nova.openstack.c5c3.io",
+                "/mutate-nova-openstack-c5c3-io-v1alpha1-nova",
+                "novas",
+            ),
+            endpoint(
+                "mnovacompute.nova.openstack.c5c3.io",
+                "/mutate-nova-openstack-c5c3-io-v1alpha1-novacompute",
+                "novacomputes",
+            ),
+        ],
+        validating: vec![
+            endpoint(
+                "vnova.nova.openstack.c5c3.io",
+                "/validate-nova-openstack-c5c3-io-v1alpha1-nova",
+                "novas",
+            ),
+            endpoint(
+                "vnovacompute.nova.openstack.c5c3.io",
+                "/validate-nova-openstack-c5c3-io-v1alpha1-novacompute",
+                "novacomputes",
+            ),
+        ],
+    };
+    register_webhooks(&client, &registration)
+        .await
+        .expect("registration");
+    let novas_res = resource("Nova", "novas");
+    wait_for_webhook(
+        &client,
+        &Canary {
+            resource: novas_res.clone(),
+            namespace: Some(ns.clone()),
+            object: example(EXAMPLE_NOVA, "canary-api", &ns),
+            expect: CanaryExpectation::DeniedWith("name must not end in \"-api\"".into()),
+        },
+        Duration::from_secs(60),
+    )
+    .await
+    .expect("the validating webhook is called");
+
+    let novas: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &novas_res);
+    let apply = PatchParams::apply("kubectl").force();
+
+    // Defaulting through the API server: the Example applied as kubectl would.
+    let applied = novas
+        .patch(
+            "nova",
+            &apply,
+            &Patch::Apply(example(EXAMPLE_NOVA, "nova", &ns)),
+        )
+        .await
+        .expect("the Example is admitted");
+    let spec = &applied.data["spec"];
+    assert_eq!(spec["cache"]["backend"], "dogpile.cache.pymemcache");
+    assert_eq!(
+        spec["scheduler"],
+        json!({"deployment": {"replicas": 1, "terminationGracePeriodSeconds": 200}, "workers": 2})
+    );
+    assert_eq!(spec["metadata"]["deployment"]["replicas"], 1);
+    assert_eq!(
+        spec["api"]["uwsgi"],
+        json!({"httpKeepAlive": true, "processes": 2, "threads": 1})
+    );
+    assert_eq!(spec["consoleProxy"]["deployment"]["replicas"], 1);
+    assert_eq!(spec["serviceUser"]["username"], "nova");
+    assert_eq!(
+        spec["logging"],
+        json!({"debug": false, "format": "text", "level": "INFO"})
+    );
+
+    // Switching the proxy off removes its block in the same request.
+    let off = novas
+        .patch(
+            "nova",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"consoleProxy": {"enabled": false}}})),
+        )
+        .await
+        .expect("switching the proxy off is admitted");
+    assert_eq!(off.data["spec"]["consoleProxy"].get("deployment"), None);
+
+    // An update keeping a stored release is admitted; changing it below the floor is not.
+    let msg = denial(
+        novas
+            .patch(
+                "nova",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"openStackRelease": "2025.2"}})),
+            )
+            .await,
+    );
+    assert!(
+        msg.contains("spec.openStackRelease: Invalid value: \"2025.2\": must be 2026.1 or later"),
+        "{msg}"
+    );
+
+    // Rejections the webhook owns, each through the API server with its message.
+    let dry = PostParams {
+        dry_run: true,
+        field_manager: Some("kubectl".into()),
+    };
+    type Edit = fn(&mut Value);
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        (
+            "release floor",
+            |v| v["spec"]["openStackRelease"] = json!("2025.2"),
+            "spec.openStackRelease: Invalid value: \"2025.2\": must be 2026.1 or later: this operator version no longer supports OpenStack releases below 2026.1",
+        ),
+        (
+            "name length",
+            |v| v["metadata"]["name"] = json!("n".repeat(42)),
+            "name must be at most 41 characters",
+        ),
+        (
+            "name suffix",
+            |v| v["metadata"]["name"] = json!("nova-cell0"),
+            "metadata.name: Invalid value: \"nova-cell0\": name must not end in \"-cell0\"",
+        ),
+        (
+            "region",
+            |v| v["spec"]["region"] = json!("RegionOne\n[DEFAULT]"),
+            "spec.region: Invalid value: \"RegionOne\\n[DEFAULT]\": value must not contain a newline or carriage return",
+        ),
+        (
+            "url host",
+            |v| v["spec"]["keystoneEndpoint"] = json!("http:///v3"),
+            "spec.keystoneEndpoint: Invalid value: must name a host",
+        ),
+        (
+            "console path",
+            |v| v["spec"]["consoleProxy"]["gateway"]["path"] = json!("/vnc"),
+            "spec.consoleProxy.gateway.path: Invalid value: \"/vnc\": path must be empty or \"/\"",
+        ),
+        (
+            "archive schedule",
+            |v| v["spec"]["dbArchive"] = json!({"schedule": "0 25 * * *"}),
+            "spec.dbArchive.schedule: Invalid value: \"0 25 * * *\": invalid cron expression: end of range (25) above maximum (23): 25",
+        ),
+        (
+            "extraConfig owned key",
+            |v| {
+                v["spec"]["extraConfig"] =
+                    json!({"DEFAULT": {"transport_url": "rabbit://u:secret@h:5672/"}})
+            },
+            "spec.extraConfig[DEFAULT][transport_url]: Forbidden: transport_url is managed via spec.messaging",
+        ),
+        (
+            "extraConfig catalog",
+            |v| v["spec"]["extraConfig"] = json!({"DEFAULT": {"no_such_option": "1"}}),
+            "no such option in the nova 2026.1 option catalog",
+        ),
+        (
+            "extraConfig value type",
+            |v| v["spec"]["extraConfig"] = json!({"libvirt": {"rx_queue_size": "300"}}),
+            "not one of the choices: [libvirt] rx_queue_size expects one of 256, 512, 1024",
+        ),
+        (
+            "remote compute https",
+            |v| {
+                v["spec"]["messaging"]["tls"] = json!({"caBundleSecretRef": {"name": "ca"}});
+                v["spec"]["remoteCompute"] = json!({"keystoneEndpoint": "https://", "transportURLSecretRef": {"name": "remote"}});
+            },
+            "spec.remoteCompute.keystoneEndpoint: Invalid value: must name a host",
+        ),
+        (
+            "priority class",
+            |v| {
+                v["spec"]["scheduler"] =
+                    json!({"deployment": {"priorityClassName": "no-such-class"}})
+            },
+            "spec.scheduler.deployment.priorityClassName: Not found: \"no-such-class\"",
+        ),
+        (
+            "release pattern",
+            |v| v["spec"]["openStackRelease"] = json!("latest"),
+            "spec.openStackRelease: Invalid value: \"latest\"",
+        ),
+        (
+            "image union",
+            |v| v["spec"]["image"]["digest"] = json!(format!("sha256:{}", "a".repeat(64))),
+            "exactly one of image.tag or image.digest must be set",
+        ),
+        (
+            "database union",
+            |v| v["spec"]["apiDatabase"]["host"] = json!("db.example.com"),
+            "exactly one of clusterRef or host must be set",
+        ),
+        (
+            "cache union",
+            |v| v["spec"]["cache"]["servers"] = json!(["mc:11211"]),
+            "exactly one of clusterRef or servers must be set",
+        ),
+        (
+            "messaging union",
+            |v| v["spec"]["messaging"] = json!({}),
+            "exactly one of clusterRef or secretRef must be set",
+        ),
+        (
+            "messaging TLS rule",
+            |v| v["spec"]["remoteCompute"] = json!({"keystoneEndpoint": "https://k.example.com/v3", "transportURLSecretRef": {"name": "remote"}}),
+            "remoteCompute requires messaging.tls",
+        ),
+        (
+            "archive bounds",
+            |v| v["spec"]["dbArchive"] = json!({"maxRows": 0}),
+            "spec.dbArchive.maxRows",
+        ),
+        (
+            "scheduler bounds",
+            |v| v["spec"]["scheduler"] = json!({"workers": 0}),
+            "spec.scheduler.workers",
+        ),
+        (
+            "cross-database",
+            |v| v["spec"]["apiDatabase"]["database"] = json!("nova"),
+            "apiDatabase and database must name different schemas",
+        ),
+        (
+            "cell0 name",
+            |v| v["spec"]["apiDatabase"]["database"] = json!("nova_cell0"),
+            "apiDatabase must not name the cell0 schema derived from database",
+        ),
+        (
+            "cell0 length",
+            |v| v["spec"]["database"]["database"] = json!("c".repeat(59)),
+            "database.database must be at most 58 characters",
+        ),
+        (
+            "extraConfig guard",
+            |v| v["spec"]["extraConfig"] = json!({"DEFAULT": {"vif_plugging_timeout": "1\ntransport_url = rabbit://u:secret@h/"}}),
+            "extraConfig key and value must not contain a newline or carriage return",
+        ),
+        (
+            "empty shared secret name",
+            |v| v["spec"]["metadata"]["sharedSecretRef"]["name"] = json!(""),
+            "spec.metadata.sharedSecretRef.name",
+        ),
+        (
+            "empty target cluster name",
+            |v| v["spec"]["targetClusterRef"] = json!({"name": ""}),
+            "spec.targetClusterRef.name",
+        ),
+        (
+            "remote compute without scheme",
+            |v| {
+                v["spec"]["messaging"]["tls"] = json!({"caBundleSecretRef": {"name": "ca"}});
+                v["spec"]["remoteCompute"] = json!({"keystoneEndpoint": "keystone.example.com/v3", "transportURLSecretRef": {"name": "remote"}});
+            },
+            "spec.remoteCompute.keystoneEndpoint",
+        ),
+        (
+            "vpa resources",
+            |v| {
+                v["spec"]["metadata"]["deployment"] = json!({"verticalAutoscaling": {"updateMode": "Auto", "minAllowed": {"gpu": "1"}}})
+            },
+            "minAllowed may only name cpu and memory",
+        ),
+        (
+            "vpa beside hpa",
+            |v| {
+                v["spec"]["api"] =
+                    json!({"deployment": {"verticalAutoscaling": {"updateMode": "Auto"}}});
+                v["spec"]["autoscaling"] = json!({"maxReplicas": 5, "targetCPUUtilization": 80});
+            },
+            "spec.api.deployment.verticalAutoscaling cannot be set while spec.autoscaling scales the same Deployment",
+        ),
+        (
+            "vpa bounds (webhook only)",
+            |v| v["spec"]["metadata"]["deployment"] = json!({"verticalAutoscaling": {"updateMode": "Auto", "minAllowed": {"cpu": "2"}, "maxAllowed": {"cpu": "1"}}}),
+            "spec.metadata.deployment.verticalAutoscaling.minAllowed[cpu]: Invalid value: \"2\": must not exceed maxAllowed",
+        ),
+        (
+            "harakiri",
+            |v| v["spec"]["api"] = json!({"uwsgi": {"harakiri": 25}}),
+            "spec.api.uwsgi.harakiri: Invalid value: 25: harakiri (25) must be strictly less than terminationGracePeriodSeconds - preStopSleepSeconds (25)",
+        ),
+    ];
+    for (what, edit, want) in cases {
+        let mut v = example(EXAMPLE_NOVA, "rejected", &ns);
+        edit(&mut v);
+        let obj: DynamicObject = serde_json::from_value(v).unwrap();
+        let msg = denial(novas.create(&dry, &obj).await);
+        assert!(msg.contains(want), "{what}: {msg}");
+        assert!(
+            !msg.contains("secret@"),
+            "{what}: a credential leaked: {msg}"
+        );
+    }
+
+    // NovaCompute: the catalog of the referenced Nova's release, read through the API.
+    let pools_res = resource("NovaCompute", "novacomputes");
+    let pools: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &pools_res);
+    let pool = pools
+        .patch(
+            "pool-a",
+            &apply,
+            &Patch::Apply(example(EXAMPLE_POOL, "pool-a", &ns)),
+        )
+        .await
+        .expect("the example pool is admitted");
+    assert_eq!(
+        pool.data["spec"]["nodeSelector"],
+        json!({"openstack.c5c3.io/nova-compute-pool": "a"})
+    );
+    let mut bad = example(EXAMPLE_POOL, "pool-b", &ns);
+    bad["spec"]["extraConfig"]["libvirt"] =
+        json!({"no_such_option": "1", "connection_uri": "qemu+tcp://elsewhere/system"});
+    let msg = denial(
+        pools
+            .create(&dry, &serde_json::from_value(bad).unwrap())
+            .await,
+    );
+    assert!(msg.contains("spec.extraConfig[libvirt][no_such_option]: Invalid value: \"no_such_option\": no such option in the nova 2026.1 option catalog"), "{msg}");
+    assert!(msg.contains("spec.extraConfig[libvirt][connection_uri]: Forbidden: connection_uri is managed via the /run/libvirt host mount"), "{msg}");
+
+    unregister_webhooks(&client, &name)
+        .await
+        .expect("unregister");
+}
