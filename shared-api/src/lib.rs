@@ -5,6 +5,7 @@ pub mod conditions;
 pub mod crd;
 pub mod defaults;
 pub mod effective;
+pub mod ini_text;
 pub mod names;
 pub mod owned_keys;
 pub mod v1alpha1;

@@ -15,28 +15,12 @@
 
 use std::collections::BTreeMap;
 
+use nova_api::ini_text::misread_key;
 use nova_api::owned_keys::{self, OwnedKey, section_matches};
 use nova_api::v1alpha1::ExtraConfig;
 
 use super::error::RenderError;
 use super::ini::{IniDocument, has_line_break};
-
-/// Whether oslo.config's INI parser would read `key` back as a different key (or none): it
-/// strips the key, splits the line at the first `=` or `:`, reads a line that starts with
-/// whitespace as a continuation and one that starts with `#`, `;` or `[` as a comment or a
-/// section header.
-fn unreadable_key(key: &str) -> bool {
-    let padding = |c: char| c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c);
-    match (key.chars().next(), key.chars().last()) {
-        (Some(first), Some(last)) => {
-            padding(first)
-                || padding(last)
-                || matches!(first, '#' | ';' | '[')
-                || key.contains(['=', ':'])
-        }
-        _ => true,
-    }
-}
 
 /// Refuses an extraConfig the renderer cannot write verbatim, naming the section.
 pub fn check(extra: &ExtraConfig) -> Result<(), RenderError> {
@@ -53,7 +37,7 @@ pub fn check(extra: &ExtraConfig) -> Result<(), RenderError> {
                 section: section.clone(),
             });
         }
-        if options.keys().any(|k| unreadable_key(k)) {
+        if options.keys().any(|k| misread_key(k)) {
             return Err(RenderError::ExtraConfigUnreadableKey {
                 section: section.clone(),
             });
@@ -99,29 +83,4 @@ pub(crate) fn merge(
         }
     }
     Ok(overridden_owned_keys(extra))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_oslo_would_misread_are_unreadable() {
-        for key in [
-            "",
-            " debug",
-            "debug ",
-            "\tdebug",
-            "password=x",
-            "a:b",
-            "#x",
-            ";x",
-            "[x]",
-        ] {
-            assert!(unreadable_key(key), "{key:?}");
-        }
-        for key in ["debug", "build_failure_weight_multiplier", "x-y.z"] {
-            assert!(!unreadable_key(key), "{key:?}");
-        }
-    }
 }

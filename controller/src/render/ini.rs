@@ -17,11 +17,7 @@ use std::fmt::Write as _;
 /// The options of one section, sorted by key.
 pub type Section = BTreeMap<String, String>;
 
-/// Whether `text` carries a character that ends a line for oslo.config (Python's universal
-/// newlines split on `\n`, `\r` and `\r\n`, and on nothing else).
-pub fn has_line_break(text: &str) -> bool {
-    text.contains(['\n', '\r'])
-}
+pub use nova_api::ini_text::has_line_break;
 
 /// A section of a document carries a line break in its name, a key or a value.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -5,7 +5,7 @@ use nova_api::v1alpha1::{
     MessagingSpec, SecretStoreRefSpec, TargetClusterRefSpec, UWSGISpec,
 };
 
-use super::{RENDERED_CRLF, has_crlf};
+use super::{RENDERED_CRLF, has_line_break};
 use crate::catalog::release_key;
 use crate::field::{FieldError, Path};
 
@@ -113,7 +113,7 @@ pub fn cache(path: &Path, cache: &CacheSpec, errors: &mut Vec<FieldError>) {
         ));
     }
     if let Some(cluster) = &cache.cluster_ref
-        && has_crlf(&cluster.name)
+        && has_line_break(&cluster.name)
     {
         errors.push(FieldError::invalid(
             path.child("clusterRef").child("name"),
@@ -122,7 +122,7 @@ pub fn cache(path: &Path, cache: &CacheSpec, errors: &mut Vec<FieldError>) {
         ));
     }
     for (i, server) in cache.servers.iter().flatten().enumerate() {
-        if has_crlf(server) {
+        if has_line_break(server) {
             errors.push(FieldError::invalid(
                 path.child("servers").index(i),
                 server,
@@ -216,7 +216,7 @@ pub fn logging(path: &Path, logging: &LoggingSpec, errors: &mut Vec<FieldError>)
                 "",
                 "logger name must not be empty",
             ));
-        } else if has_crlf(name) {
+        } else if has_line_break(name) {
             // Logger names are rendered verbatim into [DEFAULT] default_log_levels.
             errors.push(FieldError::invalid(&map_path, name, RENDERED_CRLF));
         }
@@ -262,7 +262,7 @@ pub fn uwsgi(path: &Path, uwsgi: &UWSGISpec, errors: &mut Vec<FieldError>) {
 /// nova-compute.conf.
 pub fn rendered(path: &Path, value: Option<&str>, errors: &mut Vec<FieldError>) {
     if let Some(v) = value
-        && has_crlf(v)
+        && has_line_break(v)
     {
         errors.push(FieldError::invalid(path, v, RENDERED_CRLF));
     }

@@ -5,10 +5,11 @@
 //! value check shows a value, and only for boolean, numeric and enumerated options whose name
 //! does not look like it holds a secret.
 
+use nova_api::ini_text::misread_key;
 use nova_api::owned_keys::{self, OwnedKey, Treatment};
 use nova_api::v1alpha1::ExtraConfig;
 
-use super::has_crlf;
+use super::has_line_break;
 use crate::catalog::{Catalog, Opt, OptType, catalogs, release_key};
 use crate::field::{BadValue, FieldError, Path, go_quote};
 
@@ -22,7 +23,7 @@ fn key_path(section: &str, key: &str) -> Path {
 }
 
 fn usable(s: &str) -> bool {
-    !s.is_empty() && !has_crlf(s)
+    !s.is_empty() && !has_line_break(s)
 }
 
 /// Rules 21–25: names, control characters, and the rejected owned keys.
@@ -34,7 +35,7 @@ pub fn guards(extra: &ExtraConfig, registry: &[OwnedKey], errors: &mut Vec<Field
                 "",
                 "extraConfig section name must not be empty",
             ));
-        } else if has_crlf(section) {
+        } else if has_line_break(section) {
             errors.push(FieldError::invalid(
                 root(),
                 section,
@@ -49,7 +50,14 @@ pub fn guards(extra: &ExtraConfig, registry: &[OwnedKey], errors: &mut Vec<Field
                     "extraConfig key must not be empty",
                 ));
             }
-            if has_crlf(key) || has_crlf(value) {
+            if !key.is_empty() && !has_line_break(key) && misread_key(key) {
+                errors.push(FieldError::invalid(
+                    root().key(section),
+                    key,
+                    "extraConfig key must read back as written: oslo.config strips it, splits its line at the first '=' or ':' and reads a line starting with '#', ';' or '[' as a comment or a section, so a key must not start or end with whitespace, start with one of those characters or contain '=' or ':'",
+                ));
+            }
+            if has_line_break(key) || has_line_break(value) {
                 errors.push(FieldError::invalid_omitted(
                     key_path(section, key),
                     "extraConfig key and value must not contain a newline or carriage return: the rendered INI writes them verbatim, so a newline injects arbitrary config lines",
@@ -226,7 +234,7 @@ fn check_value(
     errors: &mut Vec<FieldError>,
 ) {
     // A control character is the guard's to report, without showing the value.
-    if value.contains('$') || has_crlf(value) {
+    if value.contains('$') || has_line_break(value) {
         return;
     }
     let shown = if secret_like(key) {
@@ -518,6 +526,24 @@ mod tests {
                 "{entry:?}"
             );
         }
+    }
+
+    #[test]
+    fn keys_oslo_would_misread_are_refused() {
+        let mut errors = Vec::new();
+        guards(
+            &extra(&[
+                ("DEFAULT", "transport_url=x", "v"),
+                ("DEFAULT", " debug", "v"),
+                ("DEFAULT", "debug", "v"),
+            ]),
+            &nova_registry(),
+            &mut errors,
+        );
+        let got: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        assert_eq!(got.len(), 2, "{got:#?}");
+        assert!(got[0].starts_with(r#"spec.extraConfig[DEFAULT]: Invalid value: " debug": extraConfig key must read back as written"#), "{}", got[0]);
+        assert!(got[1].starts_with(r#"spec.extraConfig[DEFAULT]: Invalid value: "transport_url=x": extraConfig key must read back as written"#), "{}", got[1]);
     }
 
     #[test]

@@ -119,10 +119,7 @@ impl Outcome {
     }
 }
 
-/// Whether a string carries a newline or a carriage return.
-pub fn has_crlf(s: &str) -> bool {
-    s.contains(['\n', '\r'])
-}
+pub use nova_api::ini_text::has_line_break;
 
 /// The message of the control-character guard on typed fields rendered into nova.conf and
 /// nova-compute.conf (`common-types.md` §3.24).
