@@ -133,14 +133,7 @@ pub fn children(mut nova: Nova, secrets: &SecretSource) -> Result<Vec<Value>, Of
     let name = nova.name_any();
     let namespace = nova.namespace().unwrap_or_else(|| "default".to_owned());
     let names = NovaNames::new(&name);
-    let labels = BTreeMap::from([
-        ("app.kubernetes.io/name".to_owned(), "nova".to_owned()),
-        ("app.kubernetes.io/instance".to_owned(), name.clone()),
-        (
-            "app.kubernetes.io/managed-by".to_owned(),
-            "nova-operator".to_owned(),
-        ),
-    ]);
+    let labels = nova_api::labels::common(&name);
     let spec = &nova.spec;
 
     let rendered = render::render_config(&name, &namespace, spec)?;

@@ -6,6 +6,7 @@ pub mod crd;
 pub mod defaults;
 pub mod effective;
 pub mod ini_text;
+pub mod labels;
 pub mod names;
 pub mod owned_keys;
 pub mod v1alpha1;

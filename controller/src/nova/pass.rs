@@ -135,14 +135,7 @@ impl NovaPass {
 
     /// The common labels of every child (`common-types.md` Part 2).
     pub fn common_labels(&self) -> BTreeMap<String, String> {
-        BTreeMap::from([
-            ("app.kubernetes.io/name".to_owned(), "nova".to_owned()),
-            ("app.kubernetes.io/instance".to_owned(), self.name()),
-            (
-                "app.kubernetes.io/managed-by".to_owned(),
-                "nova-operator".to_owned(),
-            ),
-        ])
+        nova_api::labels::common(&self.name())
     }
 
     /// Publishes an event on the Nova; a failed publish is logged, never fatal.

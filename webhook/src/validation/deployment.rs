@@ -19,19 +19,6 @@ pub const DEFAULT_GRACE: i64 = 30;
 /// The render-time preStop sleep of a block without one.
 pub const DEFAULT_PRE_STOP: i64 = 5;
 
-/// The pod selector labels of one of the five Deployments: the shared `name` + `instance`
-/// narrowed by the component.
-pub fn selector_labels(cr_name: &str, component: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (
-            "app.kubernetes.io/component".to_owned(),
-            component.to_owned(),
-        ),
-        ("app.kubernetes.io/instance".to_owned(), cr_name.to_owned()),
-        ("app.kubernetes.io/name".to_owned(), "nova".to_owned()),
-    ])
-}
-
 /// Go's `%v` of a `map[string]string`: `map[k1:v1 k2:v2]`, keys sorted.
 fn go_map(map: &BTreeMap<String, String>) -> String {
     let entries: Vec<String> = map.iter().map(|(k, v)| format!("{k}:{v}")).collect();
@@ -118,7 +105,7 @@ pub fn deployment(
         topology_spread(
             &p.child("topologySpreadConstraints"),
             tscs,
-            &selector_labels(cr_name, block.component),
+            &nova_api::labels::selector(cr_name, block.component),
             errors,
         );
     }

@@ -2,6 +2,7 @@
 
 use std::sync::LazyLock;
 
+use nova_api::labels::component;
 use nova_api::names::{NOVA_NAME_MAX, nova_forbidden_suffix};
 use nova_api::owned_keys::{self, OwnedKey};
 use nova_api::v1alpha1::{CredentialsMode, DeploymentSpec, Nova, NovaSpec};
@@ -60,22 +61,22 @@ pub fn priority_class_names(spec: &NovaSpec) -> Vec<String> {
 fn deployments(spec: &NovaSpec) -> Vec<(&'static str, &DeploymentSpec, &'static str)> {
     let mut out = Vec::new();
     if let Some(d) = spec.api.as_ref().and_then(|a| a.deployment.as_ref()) {
-        out.push(("api", d, "api"));
+        out.push(("api", d, component::API));
     }
     if let Some(d) = spec.metadata.deployment.as_ref() {
-        out.push(("metadata", d, "metadata"));
+        out.push(("metadata", d, component::METADATA));
     }
     if let Some(d) = spec.scheduler.as_ref().and_then(|s| s.deployment.as_ref()) {
-        out.push(("scheduler", d, "scheduler"));
+        out.push(("scheduler", d, component::SCHEDULER));
     }
     if let Some(d) = spec.conductor.as_ref().and_then(|s| s.deployment.as_ref()) {
-        out.push(("conductor", d, "conductor"));
+        out.push(("conductor", d, component::CONDUCTOR));
     }
     if let Some(console) = &spec.console_proxy
         && console.enabled.unwrap_or(true)
         && let Some(d) = console.deployment.as_ref()
     {
-        out.push(("consoleProxy", d, "novncproxy"));
+        out.push(("consoleProxy", d, component::NOVNCPROXY));
     }
     out
 }

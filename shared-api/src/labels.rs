@@ -1,0 +1,52 @@
+//! The labels on a Nova's children (`common-types.md` Part 2, "Labels on children"). The
+//! webhook measures topology-spread selectors against the same selector the controller puts on
+//! each Deployment, so both take them from here.
+
+use std::collections::BTreeMap;
+
+/// `app.kubernetes.io/name`.
+pub const NAME: &str = "app.kubernetes.io/name";
+/// `app.kubernetes.io/instance`.
+pub const INSTANCE: &str = "app.kubernetes.io/instance";
+/// `app.kubernetes.io/managed-by`.
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+/// `app.kubernetes.io/component`.
+pub const COMPONENT: &str = "app.kubernetes.io/component";
+
+/// The service app name of every Nova child.
+pub const NOVA_APP: &str = "nova";
+/// The manager of every Nova child.
+pub const NOVA_MANAGER: &str = "nova-operator";
+
+/// The components of the five Deployments, each narrowing its pod selector.
+pub mod component {
+    /// The API Deployment.
+    pub const API: &str = "api";
+    /// The metadata Deployment.
+    pub const METADATA: &str = "metadata";
+    /// The scheduler Deployment.
+    pub const SCHEDULER: &str = "scheduler";
+    /// The conductor Deployment.
+    pub const CONDUCTOR: &str = "conductor";
+    /// The console proxy Deployment.
+    pub const NOVNCPROXY: &str = "novncproxy";
+}
+
+/// The common labels of every child of the Nova `cr_name`.
+pub fn common(cr_name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (NAME.to_owned(), NOVA_APP.to_owned()),
+        (INSTANCE.to_owned(), cr_name.to_owned()),
+        (MANAGED_BY.to_owned(), NOVA_MANAGER.to_owned()),
+    ])
+}
+
+/// The pod selector of one of the five Deployments: `name` + `instance`, narrowed by the
+/// component so the five never adopt each other's pods.
+pub fn selector(cr_name: &str, component: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (NAME.to_owned(), NOVA_APP.to_owned()),
+        (INSTANCE.to_owned(), cr_name.to_owned()),
+        (COMPONENT.to_owned(), component.to_owned()),
+    ])
+}
