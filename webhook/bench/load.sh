@@ -5,7 +5,8 @@
 #
 #   webhook/bench/load.sh [duration, default 15s]
 #
-# Needs wrk (apt-get install wrk) and python3 (to build the review body).
+# Needs wrk (apt-get install wrk). On a machine with two or more cores the server runs on CPU 0
+# and wrk on CPU 1, so the load generator does not steal the server's core.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DURATION="${1:-15s}"
@@ -15,36 +16,14 @@ trap 'kill ${WEBHOOK_PID:-} ${BASE_PID:-} 2>/dev/null || true; rm -rf "$WORK"' E
 cargo build --release -q -p nova-webhook --bin nova-webhook --example baseline
 cargo run --release -q -p nova-certs -- --out "$WORK/certs" >/dev/null
 
-python3 - "$WORK/body.json" <<'PY'
-import json, sys
-# examples/nova.yaml is plain YAML without anchors; a tiny reader is enough for this file.
-def load(path):
-    lines = [l.rstrip("\n") for l in open(path) if l.strip() and not l.lstrip().startswith("#")]
-    root = {}; stack = [(-1, root)]
-    for line in lines:
-        indent = len(line) - len(line.lstrip(" "))
-        key, _, val = line.strip().partition(":")
-        while stack[-1][0] >= indent:
-            stack.pop()
-        parent = stack[-1][1]
-        val = val.strip()
-        if val == "":
-            child = {}; parent[key] = child; stack.append((indent, child))
-        else:
-            parent[key] = val.strip('"')
-    return root
-nova = load("examples/nova.yaml")
-review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
-    "uid": "load", "kind": {"group": "nova.openstack.c5c3.io", "version": "v1alpha1", "kind": "Nova"},
-    "operation": "CREATE", "name": "nova", "namespace": "openstack", "object": nova}}
-json.dump(review, open(sys.argv[1], "w"))
-PY
+# The body is the fuzz seed: an AdmissionReview CREATE of the Example Nova.
+cp webhook/fuzz/seeds/admission/novas-create.json "$WORK/body.json"
 
-target/release/nova-webhook --bind-address 127.0.0.1:19443 --metrics-bind-address 127.0.0.1:18080 \
+taskset -c 0 target/release/nova-webhook --bind-address 127.0.0.1:19443 --metrics-bind-address 127.0.0.1:18080 \
   --tls-cert-file "$WORK/certs/tls.crt" --tls-private-key-file "$WORK/certs/tls.key" \
   --kubeconfig /nonexistent 2>"$WORK/webhook.log" &
 WEBHOOK_PID=$!
-target/release/examples/baseline 127.0.0.1:19444 "$WORK/certs/tls.crt" "$WORK/certs/tls.key" &
+taskset -c 0 target/release/examples/baseline 127.0.0.1:19444 "$WORK/certs/tls.crt" "$WORK/certs/tls.key" &
 BASE_PID=$!
 sleep 1
 PATH_NOVA=/validate-nova-openstack-c5c3-io-v1alpha1-nova
@@ -53,7 +32,7 @@ curl -sk --data-binary @"$WORK/body.json" -H 'Content-Type: application/json' "h
 for target in "nova-webhook 19443 $WEBHOOK_PID" "baseline 19444 $BASE_PID"; do
   set -- $target
   echo "== $1"
-  BODY_FILE="$WORK/body.json" wrk -t2 -c64 -d"$DURATION" --latency -s webhook/bench/post.lua "https://127.0.0.1:$2$PATH_NOVA" \
+  BODY_FILE="$WORK/body.json" taskset -c 1 wrk -t1 -c64 -d"$DURATION" --latency -s webhook/bench/post.lua "https://127.0.0.1:$2$PATH_NOVA" \
     | grep -E 'Requests/sec|Latency|50%|75%|90%|99%|requests in|Non-2xx|errors'
   echo "peak RSS: $(grep VmHWM /proc/$3/status | awk '{print $2, $3}')"
 done
