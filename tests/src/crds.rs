@@ -46,7 +46,6 @@ pub fn crd_files(dirs: &[PathBuf]) -> Result<Vec<PathBuf>> {
 /// Parses every CustomResourceDefinition document in `path` (multi-document YAML; empty
 /// documents are skipped, any other kind is an error so nothing is silently ignored).
 pub fn read_crds(path: &Path) -> Result<Vec<CustomResourceDefinition>> {
-    use serde::Deserialize;
     let text =
         std::fs::read_to_string(path).map_err(io_err(format!("reading {}", path.display())))?;
     let invalid = |message: String| Error::Invalid {
@@ -54,8 +53,9 @@ pub fn read_crds(path: &Path) -> Result<Vec<CustomResourceDefinition>> {
         message,
     };
     let mut crds = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let value = serde_json::Value::deserialize(doc).map_err(|e| invalid(e.to_string()))?;
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&text).map_err(|e| invalid(e.to_string()))?;
+    for value in docs {
         if value.is_null() {
             continue;
         }

@@ -90,7 +90,7 @@ pub(crate) fn write_kubeconfig(path: &Path, server: &str, pki: &Pki) -> Result<(
         }],
         "current-context": "nova-test"
     });
-    let text = serde_yaml::to_string(&config).map_err(|e| Error::Invalid {
+    let text = serde_saphyr::to_string(&config).map_err(|e| Error::Invalid {
         context: "serializing the kubeconfig".into(),
         message: e.to_string(),
     })?;

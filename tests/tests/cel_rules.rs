@@ -117,7 +117,7 @@ impl Kind {
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("reading {}", path.display()))?;
         let mut value: Value =
-            serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+            serde_saphyr::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
         value["metadata"]
             .as_object_mut()
             .context("sample without metadata")?

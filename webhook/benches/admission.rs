@@ -30,7 +30,7 @@ fn body(object: &serde_json::Value) -> Vec<u8> {
 
 fn bench(c: &mut Criterion) {
     nova_webhook::catalog::init().expect("catalogs");
-    let example: Nova = serde_yaml::from_str(EXAMPLE_NOVA).expect("example");
+    let example: Nova = serde_saphyr::from_str(EXAMPLE_NOVA).expect("example");
     let mut defaulted = example.clone();
     default_nova(&mut defaulted.spec);
     let mut with_extra = defaulted.clone();
@@ -97,7 +97,7 @@ fn bench(c: &mut Criterion) {
 criterion_group!(benches, bench);
 
 fn parts(c: &mut Criterion) {
-    let example: Nova = serde_yaml::from_str(EXAMPLE_NOVA).expect("example");
+    let example: Nova = serde_saphyr::from_str(EXAMPLE_NOVA).expect("example");
     let mut defaulted = example.clone();
     default_nova(&mut defaulted.spec);
     let raw = body(&serde_json::to_value(&defaulted).expect("json"));

@@ -46,7 +46,7 @@ fn resource(kind: &str, plural: &str) -> ApiResource {
 }
 
 fn example(yaml: &str, name: &str, ns: &str) -> Value {
-    let mut v: Value = serde_yaml::from_str(yaml).unwrap();
+    let mut v: Value = serde_saphyr::from_str(yaml).unwrap();
     v["metadata"] = json!({"name": name, "namespace": ns});
     v
 }

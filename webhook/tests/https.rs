@@ -203,7 +203,7 @@ async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
 }
 
 fn review_body(operation: &str) -> Vec<u8> {
-    let object: serde_json::Value = serde_yaml::from_str(EXAMPLE_NOVA).unwrap();
+    let object: serde_json::Value = serde_saphyr::from_str(EXAMPLE_NOVA).unwrap();
     serde_json::to_vec(&serde_json::json!({
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -449,7 +449,7 @@ async fn shutdown_finishes_in_flight_reviews() {
     store.reload().unwrap();
     let mut running = start(store, Slow, Limits::default(), ca.cert_pem()).await;
 
-    let mut object: serde_json::Value = serde_yaml::from_str(EXAMPLE_NOVA).unwrap();
+    let mut object: serde_json::Value = serde_saphyr::from_str(EXAMPLE_NOVA).unwrap();
     object["spec"]["scheduler"] = serde_json::json!({"deployment": {"priorityClassName": "high"}});
     let body = serde_json::to_vec(&serde_json::json!({
         "apiVersion": "admission.k8s.io/v1",

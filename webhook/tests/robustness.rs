@@ -143,12 +143,12 @@ fn damaged_reviews_never_panic() {
         (
             Kind::Nova,
             "Nova",
-            serde_yaml::from_str::<Value>(EXAMPLE_NOVA).unwrap(),
+            serde_saphyr::from_str::<Value>(EXAMPLE_NOVA).unwrap(),
         ),
         (
             Kind::NovaCompute,
             "NovaCompute",
-            serde_yaml::from_str::<Value>(EXAMPLE_POOL).unwrap(),
+            serde_saphyr::from_str::<Value>(EXAMPLE_POOL).unwrap(),
         ),
     ];
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);

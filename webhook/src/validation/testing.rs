@@ -14,7 +14,7 @@ pub const EXAMPLE_NOVACOMPUTE_YAML: &str = include_str!("../../../examples/novac
 
 /// The Example Nova as written.
 pub fn example_nova() -> Nova {
-    serde_yaml::from_str(EXAMPLE_NOVA_YAML).expect("examples/nova.yaml parses")
+    serde_saphyr::from_str(EXAMPLE_NOVA_YAML).expect("examples/nova.yaml parses")
 }
 
 /// The Example Nova as the validating webhook sees it: past the defaulting webhook.
@@ -26,7 +26,7 @@ pub fn nova() -> Nova {
 
 /// The example pool.
 pub fn novacompute() -> NovaCompute {
-    serde_yaml::from_str(EXAMPLE_NOVACOMPUTE_YAML).expect("examples/novacompute.yaml parses")
+    serde_saphyr::from_str(EXAMPLE_NOVACOMPUTE_YAML).expect("examples/novacompute.yaml parses")
 }
 
 /// Lookups answering from a fixed table; names not in it do not exist.
