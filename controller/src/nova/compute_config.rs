@@ -97,12 +97,7 @@ pub fn run(pass: &mut NovaPass) -> StepFuture<'_> {
             Ok(data) => publish(pass, &local, data).await?,
             Err(error) => {
                 // Not written: the published contract stays as it was.
-                pass.set_condition(
-                    CONDITION,
-                    false,
-                    Reason::ComputeConfigError,
-                    error.to_string(),
-                );
+                not_rendered(pass, &error);
                 return Ok(Flow::Continue);
             }
         }
@@ -128,6 +123,16 @@ pub fn run(pass: &mut NovaPass) -> StepFuture<'_> {
         );
         Ok(Flow::Continue)
     })
+}
+
+/// A contract the renderers refuse is not written; the condition names the field.
+fn not_rendered(pass: &mut NovaPass, error: &RenderError) {
+    pass.set_condition(
+        CONDITION,
+        false,
+        Reason::ComputeConfigError,
+        error.to_string(),
+    );
 }
 
 async fn publish(
@@ -204,12 +209,7 @@ async fn publish_remote(
     ) {
         Ok(data) => publish(pass, &remote, data).await?,
         Err(error) => {
-            pass.set_condition(
-                CONDITION,
-                false,
-                Reason::ComputeConfigError,
-                error.to_string(),
-            );
+            not_rendered(pass, &error);
             return Ok(None);
         }
     }

@@ -7,7 +7,7 @@ use nova_api::v1alpha1::{
 
 use super::{RENDERED_CRLF, has_line_break};
 use crate::catalog::release_key;
-use crate::field::{FieldError, Path};
+use crate::field::{BadValue, FieldError, Path};
 
 /// The oldest OpenStack release this operator version supports.
 pub const RELEASE_FLOOR: (u32, u32) = (2026, 1);
@@ -239,15 +239,13 @@ pub fn uwsgi(path: &Path, uwsgi: &UWSGISpec, errors: &mut Vec<FieldError>) {
         ("harakiri", uwsgi.harakiri),
         ("httpKeepAliveTimeout", uwsgi.http_keep_alive_timeout),
     ] {
-        if let Some(v) = value
-            && v < 1
-        {
-            errors.push(FieldError::invalid(
-                path.child(field),
-                v,
-                format!("{field} must be at least 1"),
-            ));
-        }
+        floor(
+            path.child(field),
+            value,
+            1,
+            format!("{field} must be at least 1"),
+            errors,
+        );
     }
     if uwsgi.http_keep_alive_timeout.is_some() && uwsgi.http_keep_alive == Some(false) {
         errors.push(FieldError::invalid(
@@ -255,6 +253,23 @@ pub fn uwsgi(path: &Path, uwsgi: &UWSGISpec, errors: &mut Vec<FieldError>) {
             uwsgi.http_keep_alive_timeout.unwrap_or_default(),
             "httpKeepAliveTimeout may only be set when httpKeepAlive is true",
         ));
+    }
+}
+
+/// Rejects a set numeric field below its floor, as the API server's Minimum would.
+pub fn floor<T>(
+    path: Path,
+    value: Option<T>,
+    min: T,
+    detail: impl Into<String>,
+    errors: &mut Vec<FieldError>,
+) where
+    T: PartialOrd + Into<BadValue>,
+{
+    if let Some(v) = value
+        && v < min
+    {
+        errors.push(FieldError::invalid(path, v, detail));
     }
 }
 

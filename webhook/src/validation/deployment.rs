@@ -10,6 +10,7 @@ use nova_api::v1alpha1::{
 };
 use serde_json::Value;
 
+use super::common::floor;
 use super::{Lookups, PriorityClassLookup, quantity};
 use crate::field::{BadValue, FieldError, Path, go_quote};
 use crate::grammar;
@@ -46,24 +47,20 @@ pub fn deployment(
 ) {
     let d = block.deployment;
     let p = &block.path;
-    if let Some(r) = d.replicas
-        && r < 1
-    {
-        errors.push(FieldError::invalid(
-            p.child("replicas"),
-            r,
-            "replicas must be at least 1",
-        ));
-    }
-    if let Some(g) = d.termination_grace_period_seconds
-        && g < 10
-    {
-        errors.push(FieldError::invalid(
-            p.child("terminationGracePeriodSeconds"),
-            g,
-            "terminationGracePeriodSeconds must be at least 10",
-        ));
-    }
+    floor(
+        p.child("replicas"),
+        d.replicas,
+        1,
+        "replicas must be at least 1",
+        errors,
+    );
+    floor(
+        p.child("terminationGracePeriodSeconds"),
+        d.termination_grace_period_seconds,
+        10,
+        "terminationGracePeriodSeconds must be at least 10",
+        errors,
+    );
     if let Some(s) = d.pre_stop_sleep_seconds
         && s < 0
     {
@@ -367,15 +364,13 @@ pub fn vertical_autoscaling(
             }
         }
     }
-    if let Some(r) = vpa.min_replicas
-        && r < 1
-    {
-        errors.push(FieldError::invalid(
-            path.child("minReplicas"),
-            r,
-            "must be at least 1",
-        ));
-    }
+    floor(
+        path.child("minReplicas"),
+        vpa.min_replicas,
+        1,
+        "must be at least 1",
+        errors,
+    );
 }
 
 /// The jobs block: requests within limits, an existing PriorityClass, node placement.

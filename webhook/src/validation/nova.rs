@@ -7,6 +7,7 @@ use nova_api::names::{NOVA_NAME_MAX, nova_forbidden_suffix};
 use nova_api::owned_keys::{self, OwnedKey};
 use nova_api::v1alpha1::{CredentialsMode, DeploymentSpec, Nova, NovaSpec};
 
+use super::common::floor;
 use super::deployment::{self, Block, DEFAULT_GRACE};
 use super::urls::{self, Schemes};
 use super::{Lookups, Operation, Outcome, common, extra_config};
@@ -431,15 +432,13 @@ fn spec_rules(
         ("scheduler", spec.scheduler.as_ref().and_then(|s| s.workers)),
         ("conductor", spec.conductor.as_ref().and_then(|s| s.workers)),
     ] {
-        if let Some(w) = workers
-            && w < 1
-        {
-            errors.push(FieldError::invalid(
-                root.child(block).child("workers"),
-                w,
-                "workers must be at least 1",
-            ));
-        }
+        floor(
+            root.child(block).child("workers"),
+            workers,
+            1,
+            "workers must be at least 1",
+            errors,
+        );
     }
     if let Some(jobs) = &spec.jobs {
         deployment::jobs(&root.child("jobs"), jobs, lookups, errors);
@@ -484,33 +483,27 @@ fn spec_rules(
         if let Some(schedule) = archive.schedule.as_deref().filter(|s| !s.is_empty()) {
             common::cron_schedule(&p.child("schedule"), schedule, errors);
         }
-        if let Some(v) = archive.max_rows
-            && v < 1
-        {
-            errors.push(FieldError::invalid(
-                p.child("maxRows"),
-                v,
-                "maxRows must be at least 1",
-            ));
-        }
-        if let Some(v) = archive.sleep
-            && v < 0
-        {
-            errors.push(FieldError::invalid(
-                p.child("sleep"),
-                v,
-                "sleep must be non-negative",
-            ));
-        }
-        if let Some(v) = archive.retention_days
-            && v < 1
-        {
-            errors.push(FieldError::invalid(
-                p.child("retentionDays"),
-                v,
-                "retentionDays must be at least 1",
-            ));
-        }
+        floor(
+            p.child("maxRows"),
+            archive.max_rows,
+            1,
+            "maxRows must be at least 1",
+            errors,
+        );
+        floor(
+            p.child("sleep"),
+            archive.sleep,
+            0,
+            "sleep must be non-negative",
+            errors,
+        );
+        floor(
+            p.child("retentionDays"),
+            archive.retention_days,
+            1,
+            "retentionDays must be at least 1",
+            errors,
+        );
     }
     if let Some(old) = old {
         let before = old.db_archive.as_ref().and_then(|a| a.retention_days);
