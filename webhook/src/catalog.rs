@@ -326,6 +326,47 @@ mod tests {
         assert_eq!(placement("2026.2"), OptType::Float);
     }
 
+    /// The sizes `option-catalogs.md` gives: the generator alone, then with the runtime-only
+    /// options (keystoneauth plugins, [manila], [oslo_messaging_metrics], privsep contexts,
+    /// [neutron_tunnel]) and the deprecated aliases added.
+    #[test]
+    fn the_catalogs_are_at_least_as_large_as_the_facts_page_says() {
+        let catalogs = Catalogs::embedded().expect("catalogs parse");
+        for (release, generator_options, sections, keys) in
+            [("2026.1", 1106, 67, 1559), ("2026.2", 1137, 68, 1618)]
+        {
+            let c = catalogs.get(release).expect("catalog");
+            let deprecated: usize = c.sections.values().map(|s| s.deprecated.len()).sum();
+            assert!(
+                c.option_count() >= generator_options,
+                "{release}: {} options",
+                c.option_count()
+            );
+            assert!(
+                c.sections.len() >= sections,
+                "{release}: {} sections",
+                c.sections.len()
+            );
+            assert!(
+                c.option_count() + deprecated >= keys,
+                "{release}: {} keys",
+                c.option_count() + deprecated
+            );
+            for (section, key) in [
+                ("keystone_authtoken", "auth_url"),
+                ("manila", "endpoint_override"),
+                ("nova_sys_admin", "user"),
+                ("neutron_tunnel", "numa_nodes"),
+            ] {
+                assert!(
+                    c.option(section, key).is_some(),
+                    "{release}: [{section}] {key}"
+                );
+            }
+            assert!(c.section("oslo_messaging_metrics").is_some(), "{release}");
+        }
+    }
+
     #[test]
     fn a_broken_or_empty_catalog_is_an_error() {
         assert!(Catalog::parse("2026.1", "{").is_err());
