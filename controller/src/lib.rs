@@ -1,5 +1,6 @@
 //! nova-controller: the Nova and NovaCompute reconcile pipelines and the pure renderers they use.
 
+pub mod backoff;
 pub mod context;
 pub mod derived_secret;
 pub mod external;

@@ -9,12 +9,10 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
 use clap::{Parser, Subcommand, ValueEnum};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::{Api, Client, Config};
 use nova_api::v1alpha1::Nova;
 use nova_controller::context::Context;
 use nova_controller::metrics::Metrics;
-use nova_controller::pipeline::Engine;
 use nova_controller::{nova, offline};
 use tokio::sync::watch;
 
@@ -154,19 +152,12 @@ async fn main() -> anyhow::Result<()> {
     });
 
     let scope = (!flags.namespace.is_empty()).then(|| flags.namespace.clone());
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        engine: Engine::new(metrics.clone()),
-        recorder: Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "nova-controller".into(),
-                instance: Some(hostname()),
-            },
-        ),
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        metrics.clone(),
         scope,
-        metrics: metrics.clone(),
-    });
+        Some(hostname()),
+    ));
     tracing::info!(clusters_namespace = %flags.clusters_namespace, "target clusters are not supported by this build; every targetClusterRef waits");
 
     if !flags.leader_elect {

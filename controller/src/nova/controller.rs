@@ -33,8 +33,6 @@ use crate::pipeline::{
 
 /// How often a converged Nova is looked at again without any event.
 const RESYNC: Duration = Duration::from_secs(600);
-/// The back-off after a failed pass.
-const ERROR_BACKOFF: Duration = Duration::from_secs(5);
 
 /// A failed pass; both halves are reported when the status write failed too.
 #[derive(Debug, thiserror::Error)]
@@ -244,9 +242,19 @@ fn deletion_started(nova: &Nova) -> Option<u64> {
     Some(u64::from(nova.meta().deletion_timestamp.is_some()))
 }
 
-fn error_policy(_nova: Arc<Nova>, error: &ReconcileError, _ctx: Arc<Context>) -> Action {
-    tracing::warn!(error = %error, "reconcile failed; retrying");
-    Action::requeue(ERROR_BACKOFF)
+fn error_policy(nova: Arc<Nova>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
+    let retry = ctx.backoff.failed(&object_key(&nova));
+    tracing::warn!(error = %error, retry_in = ?retry, "reconcile failed");
+    Action::requeue(retry)
+}
+
+/// The back-off key of one Nova.
+fn object_key(nova: &Nova) -> String {
+    format!(
+        "{}/{}",
+        nova.namespace().unwrap_or_default(),
+        nova.name_any()
+    )
 }
 
 /// One pass over one Nova.
@@ -278,7 +286,10 @@ pub async fn reconcile(nova: Arc<Nova>, ctx: Arc<Context>) -> Result<Action, Rec
     };
     let written = persist_status(&ctx, &nova, &mut pass).await;
     match (outcome, written) {
-        (Ok(flow), Ok(())) => Ok(to_action(flow)),
+        (Ok(flow), Ok(())) => {
+            ctx.backoff.succeeded(&object_key(&nova));
+            Ok(to_action(flow))
+        }
         (Err(step), Ok(())) => Err(ReconcileError::Step(step)),
         (Ok(_), Err(status)) => Err(ReconcileError::Status(status)),
         (Err(step), Err(status)) => Err(ReconcileError::Both { step, status }),

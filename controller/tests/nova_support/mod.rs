@@ -8,14 +8,12 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
 use nova_controller::context::Context;
 use nova_controller::external;
 use nova_controller::metrics::Metrics;
 use nova_controller::nova;
-use nova_controller::pipeline::Engine;
 use serde_json::json;
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
@@ -40,19 +38,12 @@ pub fn example(ns: &str) -> Nova {
 /// Starts the Nova controller in-process, scoped to one namespace.
 pub fn start_controller(client: Client, ns: &str) -> Metrics {
     let metrics = Metrics::new().expect("metrics");
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        engine: Engine::new(metrics.clone()),
-        recorder: Recorder::new(
-            client,
-            Reporter {
-                controller: "nova-controller".into(),
-                instance: None,
-            },
-        ),
-        scope: Some(ns.to_owned()),
-        metrics: metrics.clone(),
-    });
+    let ctx = Arc::new(Context::new(
+        client,
+        metrics.clone(),
+        Some(ns.to_owned()),
+        None,
+    ));
     tokio::spawn(nova::controller::run(ctx, futures::future::pending()));
     metrics
 }
