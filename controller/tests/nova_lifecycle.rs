@@ -1,0 +1,143 @@
+//! The Nova lifecycle against a real API server: the target-cluster gate that creates nothing
+//! and acquires no finalizer, and the finalizer that holds a deleted Nova while a MariaDB object
+//! of its schemas is live. (Kept apart from the credential suite, whose steady-state write count
+//! must see no other test's writes.)
+
+mod nova_support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Event, Secret};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use nova_api::v1alpha1::Nova;
+use nova_support::*;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unresolvable_target_cluster_waits_without_a_finalizer() {
+    let cp = nova_test_harness::shared().await.expect("control plane");
+    let client = cp.client().expect("client");
+    let ns = cp.namespace("nova-target").await.expect("namespace");
+    provide_inputs(&client, &ns).await;
+    start_controller(client.clone(), &ns);
+    let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let mut nova = example(&ns);
+    nova.spec.target_cluster_ref = Some(nova_api::v1alpha1::TargetClusterRefSpec {
+        name: "edge-1".into(),
+    });
+    novas
+        .create(&PostParams::default(), &nova)
+        .await
+        .expect("create Nova");
+    assert_eq!(
+        wait_for_reason(&novas, "nova", "TargetClusterUnavailable").await,
+        "cluster not found"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let nova = novas.get("nova").await.expect("nova");
+    assert!(
+        nova.finalizers().is_empty(),
+        "no finalizer before the target resolves"
+    );
+    for derived in [
+        "nova-api-db-connection",
+        "nova-db-connection",
+        "nova-transport-url",
+        "nova-compute-config",
+    ] {
+        assert!(
+            secrets.get_opt(derived).await.expect("get").is_none(),
+            "{derived} was created"
+        );
+    }
+    novas
+        .delete("nova", &DeleteParams::default())
+        .await
+        .expect("delete");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deletion_holds_the_finalizer_while_a_database_object_is_live() {
+    let cp = nova_test_harness::shared().await.expect("control plane");
+    let client = cp.client().expect("client");
+    let ns = cp.namespace("nova-finalize").await.expect("namespace");
+    provide_inputs(&client, &ns).await;
+    start_controller(client.clone(), &ns);
+    let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
+    novas
+        .create(&PostParams::default(), &example(&ns))
+        .await
+        .expect("create Nova");
+    wait_for_reason(&novas, "nova", "SecretsAvailable").await;
+
+    // A live Database of the cell0 schema, held by a finalizer of its own operator.
+    let databases = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        &ns,
+        &nova_controller::external::mariadb_children()[0],
+    );
+    let database: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "Database",
+        "metadata": {"name": "nova-nova-cell0", "finalizers": ["test.nova/held"]},
+        "spec": {"mariaDbRef": {"name": "openstack-mariadb"}, "name": "nova_cell0"}
+    }))
+    .expect("database");
+    databases
+        .create(&PostParams::default(), &database)
+        .await
+        .expect("create Database");
+
+    novas
+        .delete("nova", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let reasons: Vec<String> = events
+            .list(&Default::default())
+            .await
+            .expect("events")
+            .items
+            .into_iter()
+            .filter_map(|e| e.reason)
+            .collect();
+        if reasons.iter().any(|r| r == "FinalizingDatabase") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no FinalizingDatabase event: {reasons:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let held = databases.get("nova-nova-cell0").await.expect("database");
+    assert!(
+        held.metadata.deletion_timestamp.is_some(),
+        "the operator asked for the Database's deletion"
+    );
+    assert!(
+        novas.get_opt("nova").await.expect("get").is_some(),
+        "the Nova waits for its database objects"
+    );
+
+    // Once its operator lets go, the next pass releases the Nova.
+    databases
+        .patch(
+            "nova-nova-cell0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("release Database");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while novas.get_opt("nova").await.expect("get").is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the finalizer was never released"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
