@@ -296,9 +296,10 @@ impl Path {
         Path(root.to_owned())
     }
 
-    /// `path.Child(name)`.
+    /// `path.Child(name)`. Paths are built for every field a rule visits, so this avoids the
+    /// formatting machinery.
     pub fn child(&self, name: &str) -> Self {
-        Path(format!("{}.{name}", self.0))
+        self.joined(".", name, "")
     }
 
     /// `path.Index(i)`.
@@ -308,7 +309,16 @@ impl Path {
 
     /// `path.Key(k)`.
     pub fn key(&self, k: &str) -> Self {
-        Path(format!("{}[{k}]", self.0))
+        self.joined("[", k, "]")
+    }
+
+    fn joined(&self, open: &str, name: &str, close: &str) -> Self {
+        let mut path = String::with_capacity(self.0.len() + open.len() + name.len() + close.len());
+        path.push_str(&self.0);
+        path.push_str(open);
+        path.push_str(name);
+        path.push_str(close);
+        Path(path)
     }
 
     /// The rendered path.

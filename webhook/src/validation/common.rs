@@ -233,19 +233,17 @@ pub fn logging(path: &Path, logging: &LoggingSpec, errors: &mut Vec<FieldError>)
 /// A UWSGISpec's floors and the keep-alive rule; the harakiri window is checked with the
 /// deployment block it drains in.
 pub fn uwsgi(path: &Path, uwsgi: &UWSGISpec, errors: &mut Vec<FieldError>) {
-    for (field, value) in [
-        ("processes", uwsgi.processes),
-        ("threads", uwsgi.threads),
-        ("harakiri", uwsgi.harakiri),
-        ("httpKeepAliveTimeout", uwsgi.http_keep_alive_timeout),
+    for (field, value, detail) in [
+        ("processes", uwsgi.processes, "processes must be at least 1"),
+        ("threads", uwsgi.threads, "threads must be at least 1"),
+        ("harakiri", uwsgi.harakiri, "harakiri must be at least 1"),
+        (
+            "httpKeepAliveTimeout",
+            uwsgi.http_keep_alive_timeout,
+            "httpKeepAliveTimeout must be at least 1",
+        ),
     ] {
-        floor(
-            path.child(field),
-            value,
-            1,
-            format!("{field} must be at least 1"),
-            errors,
-        );
+        floor(path, field, value, 1, detail, errors);
     }
     if uwsgi.http_keep_alive_timeout.is_some() && uwsgi.http_keep_alive == Some(false) {
         errors.push(FieldError::invalid(
@@ -256,12 +254,14 @@ pub fn uwsgi(path: &Path, uwsgi: &UWSGISpec, errors: &mut Vec<FieldError>) {
     }
 }
 
-/// Rejects a set numeric field below its floor, as the API server's Minimum would.
+/// Rejects a set numeric field `parent.field` below its floor, as the API server's Minimum
+/// would. The path is only built for a violation.
 pub fn floor<T>(
-    path: Path,
+    parent: &Path,
+    field: &str,
     value: Option<T>,
     min: T,
-    detail: impl Into<String>,
+    detail: &str,
     errors: &mut Vec<FieldError>,
 ) where
     T: PartialOrd + Into<BadValue>,
@@ -269,7 +269,7 @@ pub fn floor<T>(
     if let Some(v) = value
         && v < min
     {
-        errors.push(FieldError::invalid(path, v, detail));
+        errors.push(FieldError::invalid(parent.child(field), v, detail));
     }
 }
 

@@ -48,14 +48,16 @@ pub fn deployment(
     let d = block.deployment;
     let p = &block.path;
     floor(
-        p.child("replicas"),
+        p,
+        "replicas",
         d.replicas,
         1,
         "replicas must be at least 1",
         errors,
     );
     floor(
-        p.child("terminationGracePeriodSeconds"),
+        p,
+        "terminationGracePeriodSeconds",
         d.termination_grace_period_seconds,
         10,
         "terminationGracePeriodSeconds must be at least 10",
@@ -365,7 +367,8 @@ pub fn vertical_autoscaling(
         }
     }
     floor(
-        path.child("minReplicas"),
+        path,
+        "minReplicas",
         vpa.min_replicas,
         1,
         "must be at least 1",

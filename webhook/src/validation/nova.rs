@@ -433,7 +433,8 @@ fn spec_rules(
         ("conductor", spec.conductor.as_ref().and_then(|s| s.workers)),
     ] {
         floor(
-            root.child(block).child("workers"),
+            &root.child(block),
+            "workers",
             workers,
             1,
             "workers must be at least 1",
@@ -484,21 +485,24 @@ fn spec_rules(
             common::cron_schedule(&p.child("schedule"), schedule, errors);
         }
         floor(
-            p.child("maxRows"),
+            &p,
+            "maxRows",
             archive.max_rows,
             1,
             "maxRows must be at least 1",
             errors,
         );
         floor(
-            p.child("sleep"),
+            &p,
+            "sleep",
             archive.sleep,
             0,
             "sleep must be non-negative",
             errors,
         );
         floor(
-            p.child("retentionDays"),
+            &p,
+            "retentionDays",
             archive.retention_days,
             1,
             "retentionDays must be at least 1",
