@@ -4,20 +4,27 @@
 
 mod render_support;
 
+use nova_api::v1alpha1::NovaSpec;
 use nova_controller::render::{
-    ContractVariant, RenderError, paths, render_compute_fragment, render_config,
+    ContractVariant, RenderError, RenderedConfig, paths, render_compute_fragment, render_config,
 };
 use render_support::{RELEASES, assert_golden, at_release, example, full};
+
+/// Renders the config at every supported release and asserts the renders are identical.
+fn at_both_releases(name: &str, namespace: &str, spec: &NovaSpec) -> Vec<RenderedConfig> {
+    let renders: Vec<_> = RELEASES
+        .iter()
+        .map(|r| render_config(name, namespace, &at_release(spec, r)).expect("renders"))
+        .collect();
+    assert_eq!(renders[0].nova_conf(), renders[1].nova_conf());
+    assert_eq!(renders[0], renders[1], "every document and the hash");
+    renders
+}
 
 #[test]
 fn example_nova_conf_is_pinned_and_identical_at_both_releases() {
     let (name, namespace, spec) = example();
-    let renders: Vec<_> = RELEASES
-        .iter()
-        .map(|r| render_config(&name, &namespace, &at_release(&spec, r)).expect("renders"))
-        .collect();
-    assert_eq!(renders[0].nova_conf(), renders[1].nova_conf());
-    assert_eq!(renders[0], renders[1], "every document and the hash");
+    let renders = at_both_releases(&name, &namespace, &spec);
     assert_golden("example/nova.conf", renders[0].nova_conf());
     assert!(!renders[0].documents.contains_key(paths::LOGGING_INI));
     assert!(renders[0].overridden_owned_keys.is_empty());
@@ -26,12 +33,7 @@ fn example_nova_conf_is_pinned_and_identical_at_both_releases() {
 #[test]
 fn full_nova_conf_is_pinned_and_identical_at_both_releases() {
     let (name, namespace, spec) = full();
-    let renders: Vec<_> = RELEASES
-        .iter()
-        .map(|r| render_config(&name, &namespace, &at_release(&spec, r)).expect("renders"))
-        .collect();
-    assert_eq!(renders[0].nova_conf(), renders[1].nova_conf());
-    assert_eq!(renders[0], renders[1], "every document and the hash");
+    let renders = at_both_releases(&name, &namespace, &spec);
     assert_golden("full/nova.conf", renders[0].nova_conf());
     assert_golden(
         "full/logging.ini",
