@@ -28,11 +28,14 @@ async fn converged(novas: &Api<Nova>) -> usize {
         .count()
 }
 
-async fn all_writes(client: &kube::Client) -> [u64; 3] {
+/// Writes to Secrets, ConfigMaps and Nova status, then GET/LIST reads of everything a pass
+/// reads (Secrets, ConfigMaps, Deployments and the other operators' kinds).
+async fn all_requests(client: &kube::Client) -> [u64; 4] {
     [
         writes(client, "secrets", "").await,
         writes(client, "configmaps", "").await,
         writes(client, "novas", "status").await,
+        requests(client, &READ_RESOURCES, &READ_VERBS).await,
     ]
 }
 
@@ -50,10 +53,10 @@ fn main() {
         let client = cp.client().expect("client");
         let ns = cp.namespace("nova-scale").await.expect("namespace");
         provide_inputs(&client, &ns).await;
-        let metrics = start_controller(client.clone(), &ns);
+        let metrics = start_controller(client.clone(), &ns).await;
         let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
 
-        let before = all_writes(&client).await;
+        let before = all_requests(&client).await;
         let started = Instant::now();
         for i in 0..n {
             let mut nova = example(&ns);
@@ -66,11 +69,11 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         let convergence = started.elapsed();
-        let after = all_writes(&client).await;
+        let after = all_requests(&client).await;
         tokio::time::sleep(Duration::from_secs(3)).await;
 
         let passes_before = passes(&metrics);
-        let steady = all_writes(&client).await;
+        let steady = all_requests(&client).await;
         for i in 0..n {
             let touch = serde_json::json!({"metadata": {"annotations": {"scale.nova/touch": "1"}}});
             novas.patch(&format!("nova-{i:03}"), &PatchParams::default(), &Patch::Merge(touch)).await.expect("touch");
@@ -80,7 +83,7 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let quiet = all_writes(&client).await;
+        let quiet = all_requests(&client).await;
         let touched_passes = passes(&metrics) - passes_before;
 
         let per = |total: u64| total as f64 / n as f64;
@@ -91,8 +94,13 @@ fn main() {
             after[0] - before[0], per(after[0] - before[0]), after[1] - before[1], per(after[1] - before[1]), after[2] - before[2], per(after[2] - before[2])
         );
         println!(
-            "  steady state: {touched_passes} passes over converged Novas issued {} Secret, {} ConfigMap and {} status writes",
-            quiet[0] - steady[0], quiet[1] - steady[1], quiet[2] - steady[2]
+            "  reads while converging: {} GET/LIST ({:.1}/Nova)",
+            after[3] - before[3], per(after[3] - before[3])
+        );
+        println!(
+            "  steady state: {touched_passes} passes over converged Novas issued {} Secret, {} ConfigMap and {} status writes, {} GET/LIST reads ({:.2} reads/pass)",
+            quiet[0] - steady[0], quiet[1] - steady[1], quiet[2] - steady[2], quiet[3] - steady[3],
+            (quiet[3] - steady[3]) as f64 / touched_passes.max(1) as f64
         );
         for step in ["Secrets", "DBConnectionSecrets", "TransportURLSecret", "Config", "ComputeConfig"] {
             let h = metrics.reconcile_duration.with_label_values(&[step]);

@@ -1,12 +1,10 @@
 //! nova-controller: the Nova and NovaCompute reconcile pipelines and the pure renderers they use.
 
-pub mod backoff;
-pub mod context;
-pub mod derived_secret;
-pub mod external;
+pub mod clusters;
 pub mod metrics;
 pub mod nova;
 pub mod offline;
 pub mod pipeline;
+pub mod ratelimit;
 pub mod render;
 pub mod sensitive;

@@ -9,10 +9,12 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
 use clap::{Parser, Subcommand, ValueEnum};
+use kube::client::ClientBuilder;
 use kube::{Api, Client, Config};
 use nova_api::v1alpha1::Nova;
-use nova_controller::context::Context;
+use nova_controller::clusters::{LocalCluster, Registry};
 use nova_controller::metrics::Metrics;
+use nova_controller::ratelimit::RateLimitLayer;
 use nova_controller::{nova, offline};
 use tokio::sync::watch;
 
@@ -113,6 +115,22 @@ struct Flags {
         default_value = "c5c3-clusters"
     )]
     clusters_namespace: String,
+    /// How many CRs are reconciled at once (never the same CR twice).
+    #[arg(
+        long,
+        env = "NOVA_CONTROLLER_MAX_CONCURRENT_RECONCILES",
+        default_value_t = 2
+    )]
+    max_concurrent_reconciles: u16,
+    /// Requests per second the API client may start on average (0 disables the limit). A
+    /// converged or waiting CR costs no request at all (reads come from the watch caches);
+    /// the limit bounds a runaway loop and the burst of a restart, when every CR is reconciled
+    /// once and the content caches are filled (about ten reads per Nova).
+    #[arg(long, env = "NOVA_CONTROLLER_CLIENT_QPS", default_value_t = 20.0)]
+    client_qps: f64,
+    /// Requests the API client may start at once before the QPS limit applies.
+    #[arg(long, env = "NOVA_CONTROLLER_CLIENT_BURST", default_value_t = 100)]
+    client_burst: u32,
 }
 
 /// The lease is renewed well inside this window; a standby takes over once it lapses.
@@ -129,7 +147,7 @@ async fn main() -> anyhow::Result<()> {
         output,
     }) = cli.command
     {
-        return render(&file, secrets_dir.as_deref(), output);
+        return render(&file, secrets_dir.as_deref(), output).await;
     }
     let flags = cli.flags;
     init_logging(flags.log_format);
@@ -138,11 +156,25 @@ async fn main() -> anyhow::Result<()> {
         .map_err(|_| anyhow::anyhow!("installing the rustls crypto provider failed"))?;
 
     let client = client(&flags).await?;
-    probe_crds(&client).await?;
+    let scope = (!flags.namespace.is_empty()).then(|| flags.namespace.clone());
+    probe_crds(&client, scope.as_deref()).await?;
     let metrics = Metrics::new().context("registering metrics")?;
     let ready = Arc::new(AtomicBool::new(false));
     tokio::spawn(serve_metrics(flags.metrics_bind_address, metrics.clone()));
     tokio::spawn(serve_health(flags.health_probe_bind_address, ready.clone()));
+
+    // The caches start on every replica, so a standby is warm when it takes over; the
+    // replica is ready once every watch cache holds its first complete list.
+    let registry = Registry::default().register(nova::controller::kinds());
+    let cluster = LocalCluster::start(client.clone(), scope.clone(), registry).await;
+    {
+        let (cluster, ready) = (cluster.clone(), ready.clone());
+        tokio::spawn(async move {
+            cluster.synced().await;
+            tracing::info!("watch caches synced");
+            ready.store(true, Ordering::SeqCst);
+        });
+    }
 
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(async move {
@@ -151,19 +183,24 @@ async fn main() -> anyhow::Result<()> {
         let _ = stop_tx.send(true);
     });
 
-    let scope = (!flags.namespace.is_empty()).then(|| flags.namespace.clone());
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        metrics.clone(),
+    let options = nova::controller::Options {
         scope,
-        Some(hostname()),
-    ));
+        concurrency: flags.max_concurrent_reconciles,
+        instance: Some(hostname()),
+    };
     tracing::info!(clusters_namespace = %flags.clusters_namespace, "target clusters are not supported by this build; every targetClusterRef waits");
+    let controllers = {
+        let (client, metrics, cluster) = (client.clone(), metrics.clone(), cluster.clone());
+        let stop = stopped(stop_rx.clone());
+        async move {
+            cluster.synced().await;
+            nova::controller::run(client, metrics, cluster, options, stop).await;
+        }
+    };
 
     if !flags.leader_elect {
-        ready.store(true, Ordering::SeqCst);
         metrics.leader.set(1);
-        nova::controller::run(ctx, stopped(stop_rx)).await;
+        controllers.await;
         return Ok(());
     }
     let manager =
@@ -176,7 +213,6 @@ async fn main() -> anyhow::Result<()> {
             .await
             .context("building the leader-election lease manager")?;
     let (mut leading, lease_task) = manager.watch().await;
-    ready.store(true, Ordering::SeqCst);
     tracing::info!(lease = %flags.leader_election_id, "waiting for leadership");
     let mut stop = stop_rx.clone();
     loop {
@@ -199,7 +235,7 @@ async fn main() -> anyhow::Result<()> {
         leading
     };
     tokio::select! {
-        _ = nova::controller::run(ctx, stopped(stop_rx)) => {
+        _ = controllers => {
             tracing::info!("controllers stopped");
             Ok(())
         }
@@ -211,8 +247,8 @@ async fn main() -> anyhow::Result<()> {
     }
 }
 
-/// The `render` subcommand.
-fn render(
+/// The `render` subcommand: prints what was rendered, then fails if the pipeline stopped.
+async fn render(
     file: &std::path::Path,
     secrets_dir: Option<&std::path::Path>,
     output: Output,
@@ -222,13 +258,16 @@ fn render(
         Some(dir) => offline::SecretSource::from_dir(dir)?,
         None => offline::SecretSource::default(),
     };
-    let objects = offline::children(nova, &secrets)?;
+    let rendered = offline::render(nova, secrets).await?;
     let text = match output {
-        Output::Yaml => offline::to_yaml(&objects)?,
-        Output::Json => offline::to_json(objects)?,
+        Output::Yaml => offline::to_yaml(&rendered.objects)?,
+        Output::Json => offline::to_json(rendered.objects)?,
     };
     print!("{text}");
-    Ok(())
+    match rendered.stopped {
+        Some(reason) => anyhow::bail!("{reason}"),
+        None => Ok(()),
+    }
 }
 
 /// Resolves once a shutdown was requested.
@@ -277,12 +316,18 @@ async fn client(flags: &Flags) -> anyhow::Result<Client> {
             .await
             .context("inferring the Kubernetes client configuration")?,
     };
-    Ok(Client::try_from(config)?)
+    Ok(ClientBuilder::try_from(config)?
+        .with_layer(&RateLimitLayer::new(flags.client_qps, flags.client_burst))
+        .build())
 }
 
-/// Fails with an actionable message instead of crash-looping on watch errors.
-async fn probe_crds(client: &Client) -> anyhow::Result<()> {
-    let api: Api<Nova> = Api::all(client.clone());
+/// Fails with an actionable message instead of crash-looping on watch errors; under
+/// `--namespace` it lists only that namespace, which a namespaced Role allows.
+async fn probe_crds(client: &Client, scope: Option<&str>) -> anyhow::Result<()> {
+    let api: Api<Nova> = match scope {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
     api.list_metadata(&kube::api::ListParams::default().limit(1)).await.context(
         "the novas.nova.openstack.c5c3.io CRD is not served: install crds/ (kubectl apply --server-side -f crds/)",
     )?;

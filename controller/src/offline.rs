@@ -1,25 +1,32 @@
-//! `nova-controller render`: everything the Nova pipeline would create for one CR, rendered
-//! without a cluster, so a user can review and diff it before applying the CR.
+//! `nova-controller render`: everything the Nova pipeline would create for one CR, without a
+//! cluster, so a user can review and diff it before applying the CR.
 //!
-//! The admission defaults are applied first, as the webhook would. Values that only Secrets
-//! hold come from `--secrets-dir` (Secret manifests); a missing one is replaced by a clearly
-//! marked placeholder, never by a real-looking value.
+//! It runs the controller's own pipeline table, plan for plan, against a file-backed cluster
+//! handle, so it prints every child a step applies (the derived Secrets included) and grows
+//! with every step added to the table. The admission defaults are applied first, as the
+//! webhook would. The Secrets the gates read come from `--secrets-dir` (Secret manifests); a
+//! missing one reads as marked placeholders. No credential is ever printed: a Secret's values
+//! print masked (`REDACTED`), a DSN or URL with its credentials masked.
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
 
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
+use kube::api::DynamicObject;
+use kube::core::ApiResource;
 use nova_api::defaults::default_nova;
-use nova_api::effective::{self, secret_keys};
-use nova_api::names::NovaNames;
-use nova_api::v1alpha1::{Nova, SecretRefSpec};
-use serde_json::Value;
+use nova_api::v1alpha1::Nova;
+use serde_json::{Value, json};
 
-use crate::nova::compute_config::{ContractSecrets, contract_data};
-use crate::nova::config::desired_config_map;
-use crate::render::{self, ContractVariant};
+use crate::clusters::{
+    Applied, Child, Cluster, ClusterError, Labels, Meta, Owner, SecretValues, kinds, values_of,
+};
+use crate::metrics::Metrics;
+use crate::nova::PIPELINE;
+use crate::pipeline::{Engine, Flow, Pass};
 use crate::sensitive::Sensitive;
 
 /// Why an offline render failed.
@@ -43,7 +50,7 @@ pub enum OfflineError {
     },
     /// The renderers refused the CR.
     #[error(transparent)]
-    Render(#[from] render::RenderError),
+    Render(#[from] crate::render::RenderError),
     /// Serializing the output failed.
     #[error("serializing the output: {0}")]
     Output(String),
@@ -95,23 +102,123 @@ impl SecretSource {
         Ok(Self(secrets))
     }
 
-    /// The value of `key` in Secret `name` (data or stringData), or a placeholder naming both.
-    fn value(&self, name: &str, key: &str) -> Sensitive {
-        let secret = self.0.get(name);
-        let from_data = secret
-            .and_then(|s| s.data.as_ref()?.get(key))
-            .and_then(|b| String::from_utf8(b.0.clone()).ok());
-        let from_string_data = secret.and_then(|s| s.string_data.as_ref()?.get(key).cloned());
-        Sensitive::new(from_data.or(from_string_data).unwrap_or_else(|| {
-            format!("<placeholder: key \"{key}\" of Secret {name}, not in --secrets-dir>")
-        }))
+    /// The requested keys of Secret `name`: from its manifest when `--secrets-dir` has it (a
+    /// key it lacks stays missing, so the gates report it), else a marked placeholder each.
+    fn values(&self, name: &str, keys: &[&str]) -> SecretValues {
+        match self.0.get(name) {
+            Some(secret) => values_of(secret, keys),
+            None => SecretValues(
+                keys.iter()
+                    .map(|key| {
+                        let placeholder = format!(
+                            "<placeholder: key \"{key}\" of Secret {name}, not in --secrets-dir>"
+                        );
+                        ((*key).to_owned(), Sensitive::new(placeholder))
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// The cluster `render` plays: Secrets from `--secrets-dir` (placeholders otherwise), the other
+/// operators' objects a step reads existing and Ready (a RabbitmqCluster with its default-user
+/// Secret, which then reads as placeholders), nothing else; applies are recorded, not sent.
+struct FileCluster {
+    secrets: SecretSource,
+    applied: Mutex<Vec<Child>>,
+}
+
+impl FileCluster {
+    /// Another operator's object as a healthy one would look, for the kinds a step reads.
+    fn played(kind: &ApiResource, namespace: Option<&str>, name: &str) -> Option<DynamicObject> {
+        let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
+        let status = if *kind == kinds::rabbitmq_cluster() {
+            json!({"defaultUser": {"secretReference": {"name": format!("{name}-default-user")}}})
+        } else if [
+            kinds::secret_store(),
+            kinds::cluster_secret_store(),
+            kinds::external_secret(),
+        ]
+        .contains(kind)
+        {
+            ready
+        } else {
+            return None;
+        };
+        let mut object = DynamicObject::new(name, kind).data(json!({ "status": status }));
+        object.metadata.namespace = namespace.map(str::to_owned);
+        Some(object)
+    }
+}
+
+impl Cluster for FileCluster {
+    fn namespace_scope(&self) -> Option<&str> {
+        None
     }
 
-    fn reference(&self, reference: &SecretRefSpec, default_key: &str) -> Sensitive {
-        self.value(
-            &reference.name,
-            effective::secret_key(reference, default_key),
-        )
+    fn get<'a>(
+        &'a self,
+        kind: &'a ApiResource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Arc<DynamicObject>>, ClusterError>> {
+        Box::pin(async move { Ok(Self::played(kind, namespace, name).map(Arc::new)) })
+    }
+
+    fn metadata(&self, _: &ApiResource, _: &str, _: &str) -> Result<Option<Meta>, ClusterError> {
+        Ok(None)
+    }
+
+    fn list_metadata(
+        &self,
+        _: &ApiResource,
+        _: &str,
+        _: &Labels,
+    ) -> Result<Vec<Meta>, ClusterError> {
+        Ok(Vec::new())
+    }
+
+    fn secret<'a>(
+        &'a self,
+        _: &'a str,
+        name: &'a str,
+        keys: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Option<SecretValues>, ClusterError>> {
+        Box::pin(async move { Ok(Some(self.secrets.values(name, keys))) })
+    }
+
+    fn apply<'a>(
+        &'a self,
+        _: &'a Owner,
+        child: &'a Child,
+    ) -> BoxFuture<'a, Result<Applied, ClusterError>> {
+        Box::pin(async move {
+            self.applied
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(child.clone());
+            Ok(Applied::Written)
+        })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        _: &'a ApiResource,
+        _: &'a str,
+        _: &'a str,
+    ) -> BoxFuture<'a, Result<(), ClusterError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn prune<'a>(
+        &'a self,
+        _: &'a Owner,
+        _: &'a ApiResource,
+        _: &'a Labels,
+        _: &'a [String],
+    ) -> BoxFuture<'a, Result<usize, ClusterError>> {
+        Box::pin(async { Ok(0) })
     }
 }
 
@@ -127,104 +234,52 @@ pub fn read_nova(path: &Path) -> Result<Nova, OfflineError> {
     })
 }
 
-/// Every child the pipeline would create for `nova`, in a stable order, as JSON objects.
-pub fn children(mut nova: Nova, secrets: &SecretSource) -> Result<Vec<Value>, OfflineError> {
+/// What an offline run of the pipeline produced.
+pub struct Rendered {
+    /// Every child the pipeline would apply, in pipeline order, printable (credentials masked).
+    pub objects: Vec<Value>,
+    /// Why the pipeline stopped before its end, when it did (a wait or an error).
+    pub stopped: Option<String>,
+}
+
+/// Runs the Nova pipeline for `nova` against the files: the same plans the controller runs,
+/// so every child a later step adds is rendered too.
+pub async fn render(mut nova: Nova, secrets: SecretSource) -> Result<Rendered, OfflineError> {
     default_nova(&mut nova.spec);
-    let name = nova.name_any();
-    let namespace = nova.namespace().unwrap_or_else(|| "default".to_owned());
-    let names = NovaNames::new(&name);
-    let labels = nova_api::labels::common(&name);
-    let spec = &nova.spec;
-
-    let rendered = render::render_config(&name, &namespace, spec)?;
-    let mut config_map = desired_config_map(&name, &rendered, labels.clone(), None);
-    config_map.metadata.namespace = Some(namespace.clone());
-    let mut objects = vec![to_object("v1", "ConfigMap", &config_map)?];
-
-    let transport_url = match &spec.messaging.secret_ref {
-        Some(reference) => secrets.reference(reference, secret_keys::TRANSPORT_URL),
-        None => Sensitive::new(format!(
-            "<placeholder: the rabbit:// URL of the default-user Secret of RabbitmqCluster {}, resolved in the cluster>",
-            spec.messaging.cluster_ref.clone().unwrap_or_default().name
-        )),
-    };
-    let mut contract = ContractSecrets {
-        transport_url,
-        password: secrets.reference(
-            &spec.service_user.secret_ref,
-            secret_keys::SERVICE_USER_PASSWORD,
-        ),
-        metadata_shared_secret: secrets.reference(
-            &spec.metadata.shared_secret_ref,
-            secret_keys::METADATA_SHARED_SECRET,
-        ),
-        ca: spec
-            .messaging
-            .tls
-            .as_ref()
-            .map(|tls| secrets.reference(&tls.ca_bundle_secret_ref, secret_keys::MESSAGING_CA)),
-    };
-    let local = contract_data(
-        &name,
-        &namespace,
-        spec,
-        ContractVariant::InCluster,
-        &contract,
-    )?;
-    objects.push(secret_object(
-        &names.compute_config(),
-        &namespace,
-        &labels,
-        local,
-    )?);
-    if let Some(remote) = &spec.remote_compute {
-        contract.transport_url =
-            secrets.reference(&remote.transport_url_secret_ref, secret_keys::TRANSPORT_URL);
-        let data = contract_data(&name, &namespace, spec, ContractVariant::Remote, &contract)?;
-        objects.push(secret_object(
-            &names.remote_compute_config(),
-            &namespace,
-            &labels,
-            data,
-        )?);
+    if nova.namespace().is_none() {
+        nova.metadata.namespace = Some("default".to_owned());
     }
-    Ok(objects)
-}
-
-fn secret_object(
-    name: &str,
-    namespace: &str,
-    labels: &BTreeMap<String, String>,
-    data: BTreeMap<String, Sensitive>,
-) -> Result<Value, OfflineError> {
-    let secret = Secret {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            namespace: Some(namespace.to_owned()),
-            labels: Some(labels.clone()),
-            ..Default::default()
-        },
-        type_: Some("Opaque".to_owned()),
-        string_data: Some(
-            data.into_iter()
-                .map(|(k, v)| (k, v.expose().to_owned()))
-                .collect(),
-        ),
-        ..Default::default()
+    let cluster = Arc::new(FileCluster {
+        secrets,
+        applied: Mutex::default(),
+    });
+    let mut pass = Pass::new(Arc::new(nova), cluster.clone());
+    let metrics = Metrics::new().map_err(|e| OfflineError::Output(e.to_string()))?;
+    let outcome = Engine::new(metrics).run(&PIPELINE, &mut pass).await;
+    let stopped = match outcome {
+        Ok(Flow::Continue) => None,
+        Ok(Flow::RequeueAfter(_)) => Some(match pass.verdicts().iter().rev().find(|v| !v.ok) {
+            Some(v) => format!(
+                "the pipeline waits: {}=False {}: {}",
+                v.condition.as_str(),
+                v.reason,
+                v.message
+            ),
+            None => "the pipeline waits".to_owned(),
+        }),
+        Err(e) => Some(format!("the pipeline failed at {e}")),
     };
-    to_object("v1", "Secret", &secret)
-}
-
-fn to_object<T: serde::Serialize>(
-    api_version: &str,
-    kind: &str,
-    object: &T,
-) -> Result<Value, OfflineError> {
-    let mut value =
-        serde_json::to_value(object).map_err(|e| OfflineError::Output(e.to_string()))?;
-    value["apiVersion"] = api_version.into();
-    value["kind"] = kind.into();
-    Ok(value)
+    let applied = cluster
+        .applied
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    let objects = applied
+        .iter()
+        .map(|child| child.printable(&pass.owner))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| OfflineError::Output(e.to_string()))?;
+    Ok(Rendered { objects, stopped })
 }
 
 /// A multi-document YAML stream.
@@ -254,73 +309,105 @@ mod tests {
         .expect("sample")
     }
 
-    #[test]
-    fn the_example_renders_its_config_map_and_contract_with_placeholders() {
-        let objects = children(example(), &SecretSource::default()).expect("renders");
-        let kinds: Vec<_> = objects
+    fn kinds_and_names(objects: &[Value]) -> Vec<(String, String)> {
+        objects
             .iter()
             .map(|o| {
                 (
-                    o["kind"].as_str().unwrap_or_default(),
-                    o["metadata"]["name"].as_str().unwrap_or_default(),
+                    o["kind"].as_str().unwrap_or_default().to_owned(),
+                    o["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
                 )
             })
-            .collect();
-        assert_eq!(kinds[0].0, "ConfigMap");
-        assert!(kinds[0].1.starts_with("nova-config-"));
-        assert_eq!(kinds[1], ("Secret", "nova-compute-config"));
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_example_renders_every_child_of_the_pipeline_with_credentials_masked() {
+        let rendered = render(example(), SecretSource::default())
+            .await
+            .expect("renders");
+        assert_eq!(rendered.stopped, None);
+        let objects = rendered.objects;
+        let names = kinds_and_names(&objects);
+        assert_eq!(names[0], ("Secret".into(), "nova-api-db-connection".into()));
+        assert_eq!(names[1], ("Secret".into(), "nova-db-connection".into()));
+        assert_eq!(names[2], ("Secret".into(), "nova-transport-url".into()));
+        assert_eq!(names[3].0, "ConfigMap");
+        assert!(names[3].1.starts_with("nova-config-"));
+        assert_eq!(names[4], ("Secret".into(), "nova-compute-config".into()));
         assert_eq!(
-            kinds.len(),
-            2,
+            names.len(),
+            5,
             "no remote contract without spec.remoteCompute"
         );
-        let contract = &objects[1]["stringData"];
+        assert_eq!(
+            objects[0]["stringData"]["connection"],
+            "mysql+pymysql://nova-api:REDACTED@openstack-mariadb.openstack.svc:3306/nova_api?charset=utf8"
+        );
+        assert!(
+            objects[2]["stringData"]["transport_url"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("rabbit://REDACTED:REDACTED@<placeholder: key \"host\" of Secret openstack-rabbitmq-default-user")
+        );
+        let contract = &objects[4]["stringData"];
         assert_eq!(contract["cell_name"], "cell1");
+        assert_eq!(contract["password"], "REDACTED");
         assert!(
-            contract["password"]
-                .as_str()
-                .unwrap_or_default()
-                .starts_with("<placeholder: key \"password\" of Secret nova-keystone")
-        );
-        assert!(
-            contract["transport_url"]
-                .as_str()
-                .unwrap_or_default()
-                .starts_with("<placeholder: the rabbit:// URL")
-        );
-        assert!(
-            objects[0]["data"]["nova.conf"]
+            objects[3]["data"]["nova.conf"]
                 .as_str()
                 .unwrap_or_default()
                 .contains("[keystone_authtoken]")
         );
-        assert_eq!(objects[0]["immutable"], true);
+        assert_eq!(objects[3]["immutable"], true);
+        assert_eq!(
+            objects[0]["metadata"]["labels"]["app.kubernetes.io/instance"],
+            "nova"
+        );
+        assert!(objects[0]["metadata"].get("ownerReferences").is_none());
     }
 
-    #[test]
-    fn secrets_dir_values_are_used_and_output_is_stable() {
-        let dir = std::env::temp_dir().join(format!("nova-render-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
+    #[tokio::test]
+    async fn secrets_dir_values_feed_the_gates_but_are_never_printed() {
+        let dir = tempfile::tempdir().expect("dir");
         std::fs::write(
-            dir.join("secrets.yaml"),
-            "apiVersion: v1\nkind: Secret\nmetadata: {name: nova-keystone}\nstringData: {password: from-dir}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: ignored}\n",
+            dir.path().join("secrets.yaml"),
+            "apiVersion: v1\nkind: Secret\nmetadata: {name: nova-keystone}\nstringData: {password: from-dir-planted}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: nova-db}\nstringData: {username: u, password: cell-planted}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: ignored}\n",
         )
         .expect("write");
-        let source = SecretSource::from_dir(&dir).expect("reads");
-        let objects = children(example(), &source).expect("renders");
-        assert_eq!(objects[1]["stringData"]["password"], "from-dir");
-        let yaml = to_yaml(&objects).expect("yaml");
-        assert_eq!(yaml.matches("---\n").count(), 2);
-        assert_eq!(
-            yaml,
-            to_yaml(&children(example(), &source).expect("renders")).expect("yaml"),
-            "stable"
+        let source = || SecretSource::from_dir(dir.path()).expect("reads");
+        let rendered = render(example(), source()).await.expect("renders");
+        let yaml = to_yaml(&rendered.objects).expect("yaml");
+        assert!(
+            !yaml.contains("from-dir-planted") && !yaml.contains("cell-planted"),
+            "{yaml}"
         );
-        let json: Value = serde_json::from_str(&to_json(objects).expect("json")).expect("parses");
+        assert_eq!(yaml.matches("---\n").count(), 5);
+        let again = render(example(), source()).await.expect("renders");
+        assert_eq!(yaml, to_yaml(&again.objects).expect("yaml"), "stable");
+        let json: Value =
+            serde_json::from_str(&to_json(rendered.objects).expect("json")).expect("parses");
         assert_eq!(
             (json["apiVersion"].as_str(), json["kind"].as_str()),
             (Some("v1"), Some("List"))
         );
-        std::fs::remove_dir_all(dir).expect("cleanup");
+
+        // A Secret in the directory that lacks a key stops the pipeline where the cluster would.
+        std::fs::write(
+            dir.path().join("secrets.yaml"),
+            "apiVersion: v1\nkind: Secret\nmetadata: {name: nova-keystone}\nstringData: {other: x}\n",
+        )
+        .expect("write");
+        let stopped = render(example(), source()).await.expect("renders");
+        assert_eq!(
+            stopped.stopped.as_deref(),
+            Some(
+                "the pipeline waits: SecretsReady=False WaitingForServiceUserCredentials: Service user credentials Secret exists but is missing expected keys"
+            )
+        );
+        assert!(stopped.objects.is_empty());
     }
 }

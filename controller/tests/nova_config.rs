@@ -95,7 +95,7 @@ async fn config_map_history_owned_keys_contracts_and_last_good() {
     let client = cp.client().expect("client");
     let ns = cp.namespace("nova-config").await.expect("namespace");
     provide_inputs(&client, &ns).await;
-    start_controller(client.clone(), &ns);
+    start_controller(client.clone(), &ns).await;
     let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);

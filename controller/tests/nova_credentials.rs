@@ -19,7 +19,7 @@ async fn credential_steps_wait_in_order_then_derive_quietly() {
     let cp = nova_test_harness::shared().await.expect("control plane");
     let client = cp.client().expect("client");
     let ns = cp.namespace("nova-credentials").await.expect("namespace");
-    let metrics = start_controller(client.clone(), &ns);
+    let metrics = start_controller(client.clone(), &ns).await;
     let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
 

@@ -20,7 +20,7 @@ async fn an_unresolvable_target_cluster_waits_without_a_finalizer() {
     let client = cp.client().expect("client");
     let ns = cp.namespace("nova-target").await.expect("namespace");
     provide_inputs(&client, &ns).await;
-    start_controller(client.clone(), &ns);
+    start_controller(client.clone(), &ns).await;
     let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let mut nova = example(&ns);
@@ -64,7 +64,7 @@ async fn deletion_holds_the_finalizer_while_a_database_object_is_live() {
     let client = cp.client().expect("client");
     let ns = cp.namespace("nova-finalize").await.expect("namespace");
     provide_inputs(&client, &ns).await;
-    start_controller(client.clone(), &ns);
+    start_controller(client.clone(), &ns).await;
     let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
     novas
         .create(&PostParams::default(), &example(&ns))
@@ -76,7 +76,7 @@ async fn deletion_holds_the_finalizer_while_a_database_object_is_live() {
     let databases = Api::<DynamicObject>::namespaced_with(
         client.clone(),
         &ns,
-        &nova_controller::external::mariadb_children()[0],
+        &nova_controller::clusters::kinds::mariadb_children()[0],
     );
     let database: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "Database",

@@ -9,8 +9,9 @@ pub const DEFAULT_BROKER_PORT: u16 = 5672;
 /// Why a brownfield URL cannot be used.
 #[derive(Debug, PartialEq, Eq)]
 pub enum UrlProblem {
-    /// The scheme is not rabbit: an error that ends the pass.
-    Scheme(String),
+    /// The scheme is not rabbit: an error that ends the pass. The scheme is named only when it
+    /// is a valid scheme token; anything else before a `://` may be part of the credential.
+    Scheme(Option<String>),
     /// The last host names no explicit port: refused with TransportURLRejected.
     NoExplicitPort,
     /// A host is an IPv6 literal: refused with TransportURLRejected.
@@ -21,7 +22,10 @@ impl UrlProblem {
     /// The refusal text, naming the rule and never the URL.
     pub fn describe(&self) -> String {
         match self {
-            UrlProblem::Scheme(scheme) => format!("scheme must be rabbit, got \"{scheme}\""),
+            UrlProblem::Scheme(Some(scheme)) => format!("scheme must be rabbit, got \"{scheme}\""),
+            UrlProblem::Scheme(None) => {
+                "scheme must be rabbit, but the URL has no valid scheme".to_owned()
+            }
             UrlProblem::NoExplicitPort => "the URL names no explicit port: nova expands the cell mapping's {hostname}:{port} template from it".to_owned(),
             UrlProblem::Ipv6Literal => "the URL uses an IPv6 literal host: nova expands the cell mapping's {hostname}:{port} template from it, which cannot carry one".to_owned(),
         }
@@ -42,8 +46,9 @@ pub fn managed(user: &str, password: &str, host: &str, port: &str) -> String {
 pub fn check_brownfield(url: &str) -> Result<u16, UrlProblem> {
     let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
     if scheme != "rabbit" {
-        let shown = if url.contains("://") { scheme } else { "" };
-        return Err(UrlProblem::Scheme(shown.to_owned()));
+        return Err(UrlProblem::Scheme(
+            is_scheme(scheme).then(|| scheme.to_owned()),
+        ));
     }
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let hosts: Vec<&str> = authority
@@ -58,6 +63,13 @@ pub fn check_brownfield(url: &str) -> Result<u16, UrlProblem> {
         .and_then(|(_, port)| port.parse::<u16>().ok())
         .filter(|port| *port > 0)
         .ok_or(UrlProblem::NoExplicitPort)
+}
+
+/// Whether `s` is an RFC 3986 scheme: a letter, then letters, digits, `+`, `-` or `.`.
+fn is_scheme(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
 }
 
 /// The port the NetworkPolicy opens: the URL's explicit port, else the AMQP default.
@@ -102,12 +114,9 @@ mod tests {
         );
         assert_eq!(
             check_brownfield("amqp://u:p@h:5672/"),
-            Err(UrlProblem::Scheme("amqp".into()))
+            Err(UrlProblem::Scheme(Some("amqp".into())))
         );
-        assert_eq!(
-            check_brownfield("not a url"),
-            Err(UrlProblem::Scheme(String::new()))
-        );
+        assert_eq!(check_brownfield("not a url"), Err(UrlProblem::Scheme(None)));
     }
 
     #[test]
@@ -119,6 +128,29 @@ mod tests {
         for p in [UrlProblem::NoExplicitPort, UrlProblem::Ipv6Literal] {
             assert!(!p.describe().contains("://"));
         }
+    }
+
+    #[test]
+    fn a_scheme_that_is_not_a_scheme_token_is_never_quoted() {
+        // Everything before the first "://" here is userinfo: quoting it leaked the password.
+        for url in [
+            "amqp//user:planted-pw@h/?x=a://",
+            "user:planted-pw@h://",
+            "1amqp://u:planted-pw@h:5672/",
+            "://planted-pw",
+        ] {
+            let problem = check_brownfield(url).expect_err("not rabbit");
+            assert_eq!(problem, UrlProblem::Scheme(None), "{url}");
+            assert!(!problem.describe().contains("planted-pw"));
+            assert_eq!(
+                problem.describe(),
+                "scheme must be rabbit, but the URL has no valid scheme"
+            );
+        }
+        assert_eq!(
+            check_brownfield("amqps+x.y-z://u:planted-pw@h:5671/"),
+            Err(UrlProblem::Scheme(Some("amqps+x.y-z".into())))
+        );
     }
 
     #[test]

@@ -2,239 +2,333 @@
 //! `{name}-compute-config` under a stable name, updated in place, and while spec.remoteCompute
 //! is set, `{name}-remote-compute-config` for a compute on another cluster.
 
-use std::collections::BTreeMap;
-
+use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
+use kube::core::ApiResource;
 use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::effective::{self, secret_keys};
 use nova_api::names::NovaNames;
-use nova_api::v1alpha1::{LocalSecretRef, NovaSpec};
+use nova_api::v1alpha1::{LocalSecretRef, Nova};
 
 use super::broker_url::{self, UrlProblem};
-use super::pass::{NovaPass, Resolved, secret_value};
-use crate::derived_secret::{self, Desired};
-use crate::pipeline::{Flow, StepError, StepFuture, delete_if_present};
-use crate::render::{self, ContractVariant, RenderError, contract_keys};
-use crate::sensitive::Sensitive;
+use super::resolved::{Resolved, StatusUpdate};
+use super::{NovaPass, NovaPlan};
+use crate::clusters::SecretValues;
+use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
+use crate::render::children::{ContractSecrets, contract_data, derived_secret};
+use crate::render::{ContractVariant, RenderError};
 
 const CONDITION: NovaConditionType = NovaConditionType::ComputeConfigReady;
 const REMOTE_REF: &str = "spec.remoteCompute.transportURLSecretRef";
 
-/// The Secret-sourced values a contract carries.
-pub struct ContractSecrets {
-    /// The transport URL the contract's computes dial.
-    pub transport_url: Sensitive,
-    /// The service-user password.
-    pub password: Sensitive,
-    /// The metadata proxy shared secret.
-    pub metadata_shared_secret: Sensitive,
-    /// The broker CA bundle, on a TLS bus.
-    pub ca: Option<Sensitive>,
+/// What the ComputeConfig step reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// While spec.remoteCompute is set: the external transport URL Secret's key (None when the
+    /// Secret does not exist).
+    pub remote_url: Option<SecretValues>,
+    /// Whether `{name}-remote-compute-config` exists, and if so whether this Nova controls it.
+    pub remote_contract: Option<bool>,
 }
 
-/// The whole data of one contract Secret: the rendered keys plus the Secret-sourced ones.
-pub fn contract_data(
-    name: &str,
-    namespace: &str,
-    spec: &NovaSpec,
-    variant: ContractVariant,
-    secrets: &ContractSecrets,
-) -> Result<BTreeMap<String, Sensitive>, RenderError> {
-    let mut data: BTreeMap<String, Sensitive> =
-        render::contract_static_keys(name, namespace, spec, variant)?
-            .into_iter()
-            .map(|(k, v)| (k, Sensitive::new(v)))
-            .collect();
-    data.insert(
-        contract_keys::TRANSPORT_URL.to_owned(),
-        secrets.transport_url.clone(),
-    );
-    data.insert(contract_keys::PASSWORD.to_owned(), secrets.password.clone());
-    data.insert(
-        contract_keys::METADATA_PROXY_SHARED_SECRET.to_owned(),
-        secrets.metadata_shared_secret.clone(),
-    );
-    if spec.messaging.tls.is_some()
-        && let Some(ca) = &secrets.ca
-    {
-        data.insert(contract_keys::CA_CRT.to_owned(), ca.clone());
-    }
-    Ok(data)
+/// The ComputeConfig step.
+pub fn run(pass: &NovaPass) -> StepFuture<'_, Nova> {
+    observe_then_plan(pass, observe, plan)
+}
+
+async fn observe(pass: &NovaPass) -> Result<Observed, StepError> {
+    let ns = pass.owner.namespace.as_str();
+    let remote_url = match &pass.cr.spec.remote_compute {
+        Some(remote) => {
+            let reference = &remote.transport_url_secret_ref;
+            let key = effective::secret_key(reference, secret_keys::TRANSPORT_URL);
+            pass.cluster.secret(ns, &reference.name, &[key]).await?
+        }
+        None => None,
+    };
+    let remote = NovaNames::new(&pass.cr.name_any()).remote_compute_config();
+    let remote_contract = pass
+        .cluster
+        .metadata(&ApiResource::erase::<Secret>(&()), ns, &remote)?
+        .map(|m| pass.owner.controls(&m.metadata));
+    Ok(Observed {
+        remote_url,
+        remote_contract,
+    })
 }
 
 /// The values the Secrets and TransportURLSecret steps resolved for the in-cluster contract.
-fn in_cluster_secrets(resolved: &Resolved) -> Result<ContractSecrets, StepError> {
-    let missing = || {
-        StepError::Refused(
-            "the compute contract ran before its credentials were resolved".to_owned(),
-        )
-    };
-    Ok(ContractSecrets {
-        transport_url: resolved.transport_url.clone().ok_or_else(missing)?,
-        password: resolved.service_password.clone().ok_or_else(missing)?,
-        metadata_shared_secret: resolved
-            .metadata_shared_secret
-            .clone()
-            .ok_or_else(missing)?,
+fn in_cluster_secrets(resolved: &Resolved) -> Option<ContractSecrets> {
+    Some(ContractSecrets {
+        transport_url: resolved.transport_url.clone()?,
+        password: resolved.service_password.clone()?,
+        metadata_shared_secret: resolved.metadata_shared_secret.clone()?,
         ca: resolved.messaging_ca.clone(),
     })
 }
 
-/// The ComputeConfig step.
-pub fn run(pass: &mut NovaPass) -> StepFuture<'_> {
-    Box::pin(async move {
-        let name = pass.name();
-        let names = NovaNames::new(&name);
-        let secrets = in_cluster_secrets(&pass.resolved)?;
-        let local = names.compute_config();
-        match contract_data(
-            &name,
-            &pass.namespace(),
-            &pass.nova.spec,
-            ContractVariant::InCluster,
-            &secrets,
-        ) {
-            Ok(data) => publish(pass, &local, data).await?,
-            Err(error) => {
-                // Not written: the published contract stays as it was.
-                not_rendered(pass, &error);
-                return Ok(Flow::Continue);
-            }
-        }
-        pass.status.compute_config_secret_ref = Some(LocalSecretRef {
-            name: local.clone(),
-        });
-
-        let published = if pass.nova.spec.remote_compute.is_some() {
-            match publish_remote(pass, secrets).await? {
-                Some(remote) => format!("{local} and {remote}"),
-                // Waiting for the external URL: the condition says so; later steps still run.
-                None => return Ok(Flow::Continue),
-            }
-        } else {
-            withdraw_remote(pass).await?;
-            local
-        };
-        pass.set_condition(
-            CONDITION,
-            true,
-            Reason::ComputeConfigPublished,
-            format!("Published {published}"),
-        );
-        Ok(Flow::Continue)
-    })
-}
-
-/// A contract the renderers refuse is not written; the condition names the field.
-fn not_rendered(pass: &mut NovaPass, error: &RenderError) {
-    pass.set_condition(
+/// A contract the renderers refuse is not written (the published one stays as it was); the
+/// condition names the field, and later steps still run.
+fn not_rendered(plan: NovaPlan, error: &RenderError) -> NovaPlan {
+    plan.report(
         CONDITION,
         false,
         Reason::ComputeConfigError,
         error.to_string(),
-    );
-}
-
-async fn publish(
-    pass: &NovaPass,
-    name: &str,
-    data: BTreeMap<String, Sensitive>,
-) -> Result<(), StepError> {
-    derived_secret::ensure(
-        &pass.secrets(),
-        Desired {
-            name,
-            data,
-            owner: pass.owner_reference()?,
-            labels: pass.common_labels(),
-        },
     )
-    .await?;
-    Ok(())
 }
 
-/// Publishes the remote contract; Some(its name) once written, None while it waits for the
-/// external transport URL (a wait that does not halt the pipeline). A URL with another scheme
-/// halts the steps behind this one until the Secret is fixed.
-async fn publish_remote(
-    pass: &mut NovaPass,
-    mut secrets: ContractSecrets,
-) -> Result<Option<String>, StepError> {
-    let ns = pass.namespace();
-    let reference = match &pass.nova.spec.remote_compute {
-        Some(remote) => remote.transport_url_secret_ref.clone(),
-        None => return Ok(None),
+/// The ComputeConfig step's plan.
+pub fn plan(nova: &Nova, observed: &Observed, resolved: &Resolved) -> NovaPlan {
+    let name = nova.name_any();
+    let ns = nova.namespace().unwrap_or_default();
+    let names = NovaNames::new(&name);
+    let Some(mut secrets) = in_cluster_secrets(resolved) else {
+        return Plan::fail(StepError::Refused(
+            "the compute contract ran before its credentials were resolved".to_owned(),
+        ));
     };
-    let key = effective::secret_key(&reference, secret_keys::TRANSPORT_URL).to_owned();
-    let secret = pass.read_secret(&reference.name).await?;
-    let url = secret
+    let local = names.compute_config();
+    let plan = match contract_data(&name, &ns, &nova.spec, ContractVariant::InCluster, &secrets) {
+        Ok(data) => Plan::proceed().apply(derived_secret(&local, &data)).set(
+            StatusUpdate::ComputeConfigSecretRef(Some(LocalSecretRef {
+                name: local.clone(),
+            })),
+        ),
+        Err(error) => return not_rendered(Plan::proceed(), &error),
+    };
+    let remote = names.remote_compute_config();
+    let Some(remote_spec) = &nova.spec.remote_compute else {
+        // Without spec.remoteCompute: delete a remote contract this Nova controls (never a
+        // same-named Secret it does not) and clear the reference.
+        let plan = if observed.remote_contract == Some(true) {
+            plan.remove(ApiResource::erase::<Secret>(&()), remote)
+        } else {
+            plan
+        };
+        return plan
+            .set(StatusUpdate::RemoteComputeConfigSecretRef(None))
+            .ready(
+                CONDITION,
+                Reason::ComputeConfigPublished,
+                format!("Published {local}"),
+            );
+    };
+    let reference = &remote_spec.transport_url_secret_ref;
+    let key = effective::secret_key(reference, secret_keys::TRANSPORT_URL);
+    let url = observed
+        .remote_url
         .as_ref()
-        .and_then(|s| secret_value(s, &key))
+        .and_then(|s| s.get(key))
         .filter(|v| !v.is_empty());
     let Some(url) = url else {
-        let what = match secret {
+        // Waiting for the external URL: the condition says so; later steps still run, and a
+        // remote contract published earlier stays as it was.
+        let what = match &observed.remote_url {
             None => format!("Secret {ns}/{} not found", reference.name),
             Some(_) => format!(
                 "Secret {ns}/{} has no non-empty \"{key}\" key",
                 reference.name
             ),
         };
-        pass.set_condition(
+        return plan.report(
             CONDITION,
             false,
             Reason::WaitingForRemoteTransportURL,
             format!("{REMOTE_REF}: {what}"),
         );
-        return Ok(None);
     };
     if let Err(problem @ UrlProblem::Scheme(_)) = broker_url::check_brownfield(url.expose()) {
+        // Another scheme halts the steps behind this one until the Secret is fixed.
         let message = format!("{REMOTE_REF}: {}", problem.describe());
-        pass.set_condition(
-            CONDITION,
-            false,
-            Reason::ComputeConfigError,
-            message.clone(),
-        );
-        return Err(StepError::Refused(message));
+        return plan
+            .report(
+                CONDITION,
+                false,
+                Reason::ComputeConfigError,
+                message.clone(),
+            )
+            .failing(StepError::Refused(message));
     }
-    secrets.transport_url = url;
-    let name = pass.name();
-    let remote = NovaNames::new(&name).remote_compute_config();
-    match contract_data(
-        &name,
-        &ns,
-        &pass.nova.spec,
-        ContractVariant::Remote,
-        &secrets,
-    ) {
-        Ok(data) => publish(pass, &remote, data).await?,
-        Err(error) => {
-            not_rendered(pass, &error);
-            return Ok(None);
-        }
+    secrets.transport_url = url.clone();
+    match contract_data(&name, &ns, &nova.spec, ContractVariant::Remote, &secrets) {
+        Ok(data) => plan
+            .apply(derived_secret(&remote, &data))
+            .set(StatusUpdate::RemoteComputeConfigSecretRef(Some(
+                LocalSecretRef {
+                    name: remote.clone(),
+                },
+            )))
+            .ready(
+                CONDITION,
+                Reason::ComputeConfigPublished,
+                format!("Published {local} and {remote}"),
+            ),
+        Err(error) => not_rendered(plan, &error),
     }
-    pass.status.remote_compute_config_secret_ref = Some(LocalSecretRef {
-        name: remote.clone(),
-    });
-    Ok(Some(remote))
 }
 
-/// Without spec.remoteCompute: deletes a remote contract this Nova controls (never a
-/// same-named Secret it does not) and clears the reference.
-async fn withdraw_remote(pass: &mut NovaPass) -> Result<(), StepError> {
-    let ns = pass.namespace();
-    let name = pass.name();
-    let remote = NovaNames::new(&name).remote_compute_config();
-    if let Some(secret) = pass.read_secret(&remote).await? {
-        let uid = pass.nova.uid().unwrap_or_default();
-        let ours = secret
-            .owner_references()
-            .iter()
-            .any(|o| o.controller == Some(true) && o.uid == uid);
-        if ours {
-            delete_if_present(&pass.secrets(), &remote, &format!("Secret {ns}/{remote}")).await?;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nova::fixtures::{example, values};
+    use crate::pipeline::Flow;
+    use crate::sensitive::Sensitive;
+    use nova_api::v1alpha1::{NovaRemoteComputeSpec, SecretRefSpec};
+
+    fn resolved() -> Resolved {
+        Resolved {
+            transport_url: Some(Sensitive::new("rabbit://u:p@h:5672/")),
+            service_password: Some(Sensitive::new("pw")),
+            metadata_shared_secret: Some(Sensitive::new("shared")),
+            ..Default::default()
         }
     }
-    pass.status.remote_compute_config_secret_ref = None;
-    Ok(())
+
+    fn remote() -> Nova {
+        let mut nova = example();
+        nova.spec.remote_compute = Some(NovaRemoteComputeSpec {
+            keystone_endpoint: "https://keystone.example.com/v3".into(),
+            transport_url_secret_ref: SecretRefSpec {
+                name: "remote-url".into(),
+                key: None,
+            },
+        });
+        nova
+    }
+
+    fn remote_url(url: &str) -> Observed {
+        Observed {
+            remote_url: Some(values(&[("transport_url", url.into())])),
+            remote_contract: None,
+        }
+    }
+
+    fn verdict(plan: &NovaPlan) -> (bool, Reason, String) {
+        let v = plan.verdict(CONDITION).expect("verdict");
+        (v.ok, v.reason, v.message.clone())
+    }
+
+    #[test]
+    fn the_in_cluster_contract_is_published_and_a_stale_remote_one_withdrawn() {
+        let observed = Observed {
+            remote_url: None,
+            remote_contract: Some(true),
+        };
+        let plan = plan(&example(), &observed, &resolved());
+        assert_eq!(
+            verdict(&plan),
+            (
+                true,
+                Reason::ComputeConfigPublished,
+                "Published nova-compute-config".into()
+            )
+        );
+        assert_eq!(plan.children.len(), 1);
+        assert_eq!(plan.children[0].name, "nova-compute-config");
+        assert_eq!(plan.removals.len(), 1);
+        assert_eq!(plan.removals[0].name, "nova-remote-compute-config");
+        assert_eq!(
+            plan.status,
+            [
+                StatusUpdate::ComputeConfigSecretRef(Some(LocalSecretRef {
+                    name: "nova-compute-config".into()
+                })),
+                StatusUpdate::RemoteComputeConfigSecretRef(None),
+            ]
+        );
+        let foreign = super::plan(
+            &example(),
+            &Observed {
+                remote_url: None,
+                remote_contract: Some(false),
+            },
+            &resolved(),
+        );
+        assert!(
+            foreign.removals.is_empty(),
+            "a same-named Secret it does not control is left alone"
+        );
+    }
+
+    #[test]
+    fn the_remote_contract_waits_fails_or_publishes() {
+        let waiting = plan(&remote(), &Observed::default(), &resolved());
+        assert_eq!(
+            verdict(&waiting),
+            (
+                false,
+                Reason::WaitingForRemoteTransportURL,
+                format!("{REMOTE_REF}: Secret openstack/remote-url not found")
+            )
+        );
+        assert_eq!(
+            waiting.flow,
+            Flow::Continue,
+            "the wait does not halt the pipeline"
+        );
+        assert_eq!(
+            waiting.children.len(),
+            1,
+            "the in-cluster contract is still published"
+        );
+
+        let empty = plan(&remote(), &remote_url(""), &resolved());
+        assert_eq!(
+            verdict(&empty).2,
+            format!(
+                "{REMOTE_REF}: Secret openstack/remote-url has no non-empty \"transport_url\" key"
+            )
+        );
+
+        let wrong = plan(
+            &remote(),
+            &remote_url("amqp://u:planted@h:5671/"),
+            &resolved(),
+        );
+        assert_eq!(
+            verdict(&wrong),
+            (
+                false,
+                Reason::ComputeConfigError,
+                format!("{REMOTE_REF}: scheme must be rabbit, got \"amqp\"")
+            )
+        );
+        assert!(wrong.error.is_some());
+
+        let published = plan(
+            &remote(),
+            &remote_url("rabbit://u:p@rmq.example.com:5671/"),
+            &resolved(),
+        );
+        assert_eq!(
+            verdict(&published),
+            (
+                true,
+                Reason::ComputeConfigPublished,
+                "Published nova-compute-config and nova-remote-compute-config".into()
+            )
+        );
+        let names: Vec<&str> = published.children.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["nova-compute-config", "nova-remote-compute-config"]);
+    }
+
+    #[test]
+    fn an_unrenderable_contract_is_not_written() {
+        let mut nova = example();
+        nova.spec.region = Some("one\ntwo".into());
+        let plan = plan(&nova, &Observed::default(), &resolved());
+        assert_eq!(verdict(&plan).1, Reason::ComputeConfigError);
+        assert!(plan.children.is_empty());
+        assert!(
+            plan.status.is_empty(),
+            "the published reference stays as it was"
+        );
+    }
+
+    #[test]
+    fn running_before_the_credentials_is_an_error() {
+        let plan = plan(&example(), &Observed::default(), &Resolved::default());
+        assert!(plan.error.is_some());
+    }
 }

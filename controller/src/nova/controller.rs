@@ -1,56 +1,61 @@
-//! The Nova controller's watches, the reconcile entry skeleton (`common-types.md` §3.1) and the
-//! status write that ends every pass.
+//! The Nova controller's watches and indexes (`common-types.md` §3.23): the kinds its steps read
+//! (registered once with the cluster handle), the references a Nova makes by name (the reverse
+//! index that maps a Secret or store event to its Novas), and the controller that runs the
+//! shared skeleton over the Nova pipeline.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 
-use futures::{Stream, StreamExt};
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, DynamicObject, PartialObjectMeta, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
-use kube::runtime::{Predicate, WatchStreamExt, predicates};
-use kube::{Resource, ResourceExt};
-use nova_api::conditions::{NovaConditionType, Reason};
+use kube::api::Api;
+use kube::core::ApiResource;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
+use kube::{Client, Resource, ResourceExt};
 use nova_api::effective;
 use nova_api::v1alpha1::{Nova, SecretStoreKind};
-use serde::de::DeserializeOwned;
 
-use super::pass::NovaPass;
-use super::{FINALIZER, PIPELINE, finalize};
-use crate::context::Context;
-use crate::external;
-use crate::pipeline::{
-    self, Flow, REQUEUE_NEXT_PASS, REQUEUE_SECRET_POLLING, StepError, conditions,
-};
+use crate::clusters::{Caching, Clusters, KindSpec, LocalCluster, Meta, kinds};
+use crate::metrics::Metrics;
+use crate::pipeline::Engine;
+use crate::pipeline::backoff::Backoff;
+use crate::pipeline::index::{ObjectKey, ReferenceIndex};
+use crate::pipeline::skeleton::{Context, error_policy, reconcile};
 
-/// How often a converged Nova is looked at again without any event.
-const RESYNC: Duration = Duration::from_secs(600);
-
-/// A failed pass; both halves are reported when the status write failed too.
-#[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
-    /// A step or the entry skeleton failed.
-    #[error(transparent)]
-    Step(#[from] StepError),
-    /// Writing the status failed.
-    #[error("writing status: {0}")]
-    Status(kube::Error),
-    /// Both failed.
-    #[error("{step}; writing status: {status}")]
-    Both {
-        /// The step's failure.
-        step: StepError,
-        /// The status write's failure.
-        status: kube::Error,
-    },
+/// Every kind the Nova steps read, and how the handle caches it: content only where a step
+/// needs it (the Secrets and ConfigMaps it reads or owns, the live API Deployment, the other
+/// operators' objects whose status it reads), metadata elsewhere (the owned kinds that only
+/// wake the Nova, the MariaDB objects the finalizer checks).
+pub fn kinds() -> Vec<KindSpec> {
+    let mut kinds = vec![
+        KindSpec::of::<Secret>(Caching::OnDemand),
+        KindSpec::of::<ConfigMap>(Caching::OnDemand),
+        KindSpec::of::<Deployment>(Caching::OnDemand),
+        KindSpec::of::<Service>(Caching::Metadata),
+        KindSpec::of::<PodDisruptionBudget>(Caching::Metadata),
+        KindSpec::of::<HorizontalPodAutoscaler>(Caching::Metadata),
+        KindSpec::of::<NetworkPolicy>(Caching::Metadata),
+        KindSpec::of::<Job>(Caching::Metadata),
+        KindSpec::of::<CronJob>(Caching::Metadata),
+        KindSpec::external(kinds::secret_store(), Caching::Full),
+        KindSpec::external(kinds::cluster_secret_store(), Caching::Full).cluster_scoped(),
+        KindSpec::external(kinds::external_secret(), Caching::Full),
+        KindSpec::external(kinds::rabbitmq_cluster(), Caching::Full),
+    ];
+    kinds.extend(
+        kinds::mariadb_children()
+            .into_iter()
+            .map(|kind| KindSpec::external(kind, Caching::Metadata)),
+    );
+    kinds
 }
 
 /// Every Secret name a Nova reads (`nova-reconciler.txt`, "Watches and indexes"): both database
@@ -83,102 +88,112 @@ pub fn referenced_secrets(nova: &Nova) -> BTreeSet<String> {
     names
 }
 
-/// The Novas a Secret event concerns: those that read it by name, or own it.
-fn novas_for_secret(
-    store: &Store<Nova>,
-    secret: &PartialObjectMeta<Secret>,
+/// Every object a Nova references by name: its Secrets (and the same-named ExternalSecrets
+/// that explain a missing one), its effective secret store, its RabbitmqCluster.
+pub fn references(nova: &Nova) -> Vec<ObjectKey> {
+    let ns = nova.namespace().unwrap_or_default();
+    let secret = ApiResource::erase::<Secret>(&());
+    let external_secret = kinds::external_secret();
+    let mut keys: Vec<ObjectKey> = referenced_secrets(nova)
+        .iter()
+        .flat_map(|name| {
+            [
+                ObjectKey::new(&secret, &ns, name),
+                ObjectKey::new(&external_secret, &ns, name),
+            ]
+        })
+        .collect();
+    keys.push(match effective::secret_store(&nova.spec) {
+        (SecretStoreKind::ClusterSecretStore, name) => {
+            ObjectKey::new(&kinds::cluster_secret_store(), "", &name)
+        }
+        (SecretStoreKind::SecretStore, name) => ObjectKey::new(&kinds::secret_store(), &ns, &name),
+    });
+    if let Some(cluster) = &nova.spec.messaging.cluster_ref {
+        keys.push(ObjectKey::new(
+            &kinds::rabbitmq_cluster(),
+            &ns,
+            &cluster.name,
+        ));
+    }
+    keys
+}
+
+/// The Novas an event on a watched object concerns: its Nova owners, and every Nova that
+/// references it by name.
+fn novas_for(
+    index: &ReferenceIndex<Nova>,
+    kind: &ApiResource,
+    meta: &Meta,
 ) -> Vec<ObjectRef<Nova>> {
-    let ns = secret.namespace();
-    let name = secret.name_any();
-    let owners: BTreeSet<&str> = secret
+    let ns = meta.namespace().unwrap_or_default();
+    let api_version = Nova::api_version(&());
+    let mut novas: Vec<ObjectRef<Nova>> = meta
         .owner_references()
         .iter()
-        .filter(|o| o.kind == "Nova")
-        .map(|o| o.uid.as_str())
+        .filter(|o| o.kind == "Nova" && o.api_version == api_version)
+        .map(|o| ObjectRef::new(&o.name).within(&ns))
         .collect();
-    store
-        .state()
-        .into_iter()
-        .filter(|nova| nova.namespace() == ns)
-        .filter(|nova| {
-            nova.uid().is_some_and(|uid| owners.contains(uid.as_str()))
-                || referenced_secrets(nova).contains(&name)
-        })
-        .map(|nova| ObjectRef::from_obj(&*nova))
-        .collect()
+    novas.extend(index.lookup(&ObjectKey::new(kind, &ns, &meta.name_any())));
+    novas
 }
 
-/// The Novas whose effective store is the one an event came from.
-fn novas_for_store(
-    store: &Store<Nova>,
-    kind: SecretStoreKind,
-    object: &DynamicObject,
-) -> Vec<ObjectRef<Nova>> {
-    let name = object.name_any();
-    store
-        .state()
-        .into_iter()
-        .filter(|nova| {
-            kind == SecretStoreKind::ClusterSecretStore || nova.namespace() == object.namespace()
-        })
-        .filter(|nova| effective::secret_store(&nova.spec) == (kind, name.clone()))
-        .map(|nova| ObjectRef::from_obj(&*nova))
-        .collect()
+/// A predicate that changes once, when the CR starts terminating.
+fn deletion_started(nova: &Nova) -> Option<u64> {
+    Some(u64::from(nova.meta().deletion_timestamp.is_some()))
 }
 
-/// An API scoped to the operator's namespace, or to all namespaces.
-fn scoped<K>(ctx: &Context) -> Api<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
-{
-    match &ctx.scope {
-        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
-        None => Api::all(ctx.client.clone()),
-    }
+/// How the controller runs.
+pub struct Options {
+    /// The one namespace a namespace-scoped operator watches; None watches all.
+    pub scope: Option<String>,
+    /// How many Novas are reconciled at once (never the same one twice).
+    pub concurrency: u16,
+    /// The instance name events are reported under.
+    pub instance: Option<String>,
 }
 
-/// A metadata-only watch of an owned kind: wakes the owner without caching object bodies.
-fn owned_metadata<K>(
-    ctx: &Context,
-) -> impl Stream<Item = Result<PartialObjectMeta<K>, watcher::Error>> + Send + 'static
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + 'static,
-{
-    kube::runtime::watcher(
-        scoped::<PartialObjectMeta<K>>(ctx),
-        watcher::Config::default(),
-    )
-    .default_backoff()
-    .touched_objects()
-}
-
-/// Whether the cluster serves a kind, so a missing optional CRD never crash-loops a watch.
-async fn serves(ctx: &Context, resource: &kube::core::ApiResource) -> bool {
-    let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), resource);
-    api.list_metadata(&kube::api::ListParams::default().limit(1))
-        .await
-        .is_ok()
-}
-
-/// Builds the Nova controller with all its watches; runs it until `shutdown` resolves.
+/// Runs the Nova controller over `cluster` (whose caches must have synced) until `shutdown`
+/// resolves.
 pub async fn run(
-    ctx: Arc<Context>,
+    client: Client,
+    metrics: Metrics,
+    cluster: Arc<LocalCluster>,
+    options: Options,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let novas = scoped::<Nova>(&ctx);
+    let reporter = Reporter {
+        controller: "nova-controller".into(),
+        instance: options.instance,
+    };
+    let ctx = Arc::new(Context::<Nova> {
+        recorder: Recorder::new(client.clone(), reporter),
+        clusters: Clusters::new(cluster.clone()),
+        engine: Engine::new(metrics),
+        backoff: Backoff::default(),
+        client: client.clone(),
+    });
+    let novas: Api<Nova> = match &options.scope {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    };
+    let index = Arc::new(ReferenceIndex::new(references));
+    let (reader, writer) = reflector::store();
+    let followed = {
+        let (index, ctx) = (index.clone(), ctx.clone());
+        move |event: watcher::Event<Nova>| {
+            index.apply(&event);
+            if let watcher::Event::Delete(nova) = &event {
+                ctx.backoff.forget(&ObjectRef::from_obj(nova));
+            }
+            event
+        }
+    };
     // Status-only updates do not wake the controller: generation, labels, annotations and the
-    // deletion timestamp (a generation bump) do; finalizer edits are our own.
-    let (reader, writer) = kube::runtime::reflector::store();
-    let main = kube::runtime::watcher(novas, watcher::Config::default())
+    // deletion timestamp do; finalizer edits are our own.
+    let main = watcher(novas, watcher::Config::default())
         .default_backoff()
+        .map_ok(followed)
         .reflect(writer)
         .applied_objects()
         .predicate_filter(
@@ -188,153 +203,101 @@ pub async fn run(
                 .combine(deletion_started),
             Default::default(),
         );
-    let mut controller = Controller::for_stream(main, reader.clone())
-        .owns_stream(owned_metadata::<Deployment>(&ctx))
-        .owns_stream(owned_metadata::<Service>(&ctx))
-        .owns_stream(owned_metadata::<ConfigMap>(&ctx))
-        .owns_stream(owned_metadata::<PodDisruptionBudget>(&ctx))
-        .owns_stream(owned_metadata::<HorizontalPodAutoscaler>(&ctx))
-        .owns_stream(owned_metadata::<NetworkPolicy>(&ctx))
-        .owns_stream(owned_metadata::<Job>(&ctx))
-        .owns_stream(owned_metadata::<CronJob>(&ctx));
-    let store = reader.clone();
-    controller = controller.watches_stream(owned_metadata::<Secret>(&ctx), move |s| {
-        novas_for_secret(&store, &s)
-    });
-
-    let store = reader.clone();
-    let namespaced_store = external::secret_store();
-    if serves(&ctx, &namespaced_store).await {
-        let api: Api<DynamicObject> = match &ctx.scope {
-            Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, &namespaced_store),
-            None => Api::all_with(ctx.client.clone(), &namespaced_store),
-        };
-        controller = controller.watches_with(
-            api,
-            namespaced_store,
-            watcher::Config::default(),
-            move |o| novas_for_store(&store, SecretStoreKind::SecretStore, &o),
-        );
-    }
-    let cluster_store = external::cluster_secret_store();
-    if ctx.scope.is_none() && serves(&ctx, &cluster_store).await {
-        let store = reader.clone();
-        let api: Api<DynamicObject> = Api::all_with(ctx.client.clone(), &cluster_store);
-        controller =
-            controller.watches_with(api, cluster_store, watcher::Config::default(), move |o| {
-                novas_for_store(&store, SecretStoreKind::ClusterSecretStore, &o)
-            });
-    }
-
-    controller
+    let triggers = futures::stream::select_all(kinds().into_iter().map(|spec| {
+        let index = index.clone();
+        let kind = spec.resource;
+        cluster
+            .subscribe(&kind)
+            .flat_map(move |meta| futures::stream::iter(novas_for(&index, &kind, &meta)))
+    }));
+    Controller::for_stream(main, reader)
+        .with_config(controller::Config::default().concurrency(options.concurrency))
+        .reconcile_on(triggers)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
+        .run(reconcile::<Nova>, error_policy::<Nova>, ctx)
         .for_each(|result| async move {
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "reconcile did not complete");
+            match result {
+                // Already logged once, by the error policy.
+                Err(controller::Error::ReconcilerFailed(..)) | Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "the Nova controller could not schedule a reconcile")
+                }
             }
         })
         .await;
 }
 
-/// A predicate that changes once, when the CR starts terminating.
-fn deletion_started(nova: &Nova) -> Option<u64> {
-    Some(u64::from(nova.meta().deletion_timestamp.is_some()))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nova::fixtures::example;
 
-fn error_policy(nova: Arc<Nova>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    let retry = ctx.backoff.failed(&object_key(&nova));
-    tracing::warn!(error = %error, retry_in = ?retry, "reconcile failed");
-    Action::requeue(retry)
-}
-
-/// The back-off key of one Nova.
-fn object_key(nova: &Nova) -> String {
-    format!(
-        "{}/{}",
-        nova.namespace().unwrap_or_default(),
-        nova.name_any()
-    )
-}
-
-/// One pass over one Nova.
-#[tracing::instrument(skip_all, fields(kind = "Nova", namespace = %nova.namespace().unwrap_or_default(), name = %nova.name_any()))]
-pub async fn reconcile(nova: Arc<Nova>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    let mut pass = NovaPass::new(ctx.clone(), nova.clone());
-    if nova.meta().deletion_timestamp.is_some() {
-        if !nova.finalizers().iter().any(|f| f == FINALIZER) {
-            return Ok(Action::await_change());
+    #[test]
+    fn a_nova_references_its_secrets_store_and_broker() {
+        let keys = references(&example());
+        let secret = ApiResource::erase::<Secret>(&());
+        for name in [
+            "nova-api-db",
+            "nova-db",
+            "nova-keystone",
+            "nova-metadata-secret",
+        ] {
+            assert!(
+                keys.contains(&ObjectKey::new(&secret, "openstack", name)),
+                "{name}"
+            );
         }
-        return Ok(to_action(finalize::run(&pass).await?));
+        assert!(keys.contains(&ObjectKey::new(
+            &kinds::cluster_secret_store(),
+            "",
+            "openbao-cluster-store"
+        )));
+        assert!(keys.contains(&ObjectKey::new(
+            &kinds::rabbitmq_cluster(),
+            "openstack",
+            "openstack-rabbitmq"
+        )));
     }
-    let outcome = if let Some(target) = &nova.spec.target_cluster_ref {
-        // No target cluster is registered in this operator build, so none resolves: wait,
-        // acquire no finalizer and create nothing anywhere.
-        tracing::info!(target = %target.name, "target cluster does not resolve");
-        pass.set_condition(
-            NovaConditionType::SecretsReady,
-            false,
-            Reason::TargetClusterUnavailable,
-            "cluster not found",
+
+    #[test]
+    fn an_event_maps_to_owners_and_referencing_novas() {
+        let index = ReferenceIndex::new(references);
+        index.apply(&watcher::Event::Apply(example()));
+        let secret = ApiResource::erase::<Secret>(&());
+        let meta = |name: &str, owner: Option<&str>| -> Meta {
+            let mut m = kube::api::PartialObjectMeta::<kube::api::DynamicObject> {
+                types: None,
+                metadata: Default::default(),
+                _phantom: Default::default(),
+            };
+            m.metadata.name = Some(name.into());
+            m.metadata.namespace = Some("openstack".into());
+            m.metadata.owner_references = owner.map(|o| {
+                vec![
+                    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                        api_version: Nova::api_version(&()).into_owned(),
+                        kind: "Nova".into(),
+                        name: o.into(),
+                        ..Default::default()
+                    },
+                ]
+            });
+            Arc::new(m)
+        };
+        let names =
+            |refs: Vec<ObjectRef<Nova>>| refs.into_iter().map(|r| r.name).collect::<Vec<_>>();
+        assert_eq!(
+            names(novas_for(&index, &secret, &meta("nova-keystone", None))),
+            ["nova"]
         );
-        Ok(Flow::RequeueAfter(REQUEUE_SECRET_POLLING))
-    } else if !nova.finalizers().iter().any(|f| f == FINALIZER) {
-        add_finalizer(&ctx, &nova).await?;
-        return Ok(Action::requeue(REQUEUE_NEXT_PASS));
-    } else {
-        ctx.engine.run(&PIPELINE, &mut pass).await
-    };
-    let written = persist_status(&ctx, &nova, &mut pass).await;
-    match (outcome, written) {
-        (Ok(flow), Ok(())) => {
-            ctx.backoff.succeeded(&object_key(&nova));
-            Ok(to_action(flow))
-        }
-        (Err(step), Ok(())) => Err(ReconcileError::Step(step)),
-        (Ok(_), Err(status)) => Err(ReconcileError::Status(status)),
-        (Err(step), Err(status)) => Err(ReconcileError::Both { step, status }),
+        assert_eq!(
+            names(novas_for(
+                &index,
+                &secret,
+                &meta("nova-transport-url", Some("nova"))
+            )),
+            ["nova"]
+        );
+        assert!(novas_for(&index, &secret, &meta("unrelated", None)).is_empty());
     }
-}
-
-fn to_action(flow: Flow) -> Action {
-    match flow {
-        Flow::Continue => Action::requeue(RESYNC),
-        Flow::RequeueAfter(after) => Action::requeue(after),
-    }
-}
-
-/// Aggregates Ready, stamps observedGeneration and writes the status if it changed.
-async fn persist_status(
-    ctx: &Context,
-    nova: &Nova,
-    pass: &mut NovaPass,
-) -> Result<(), kube::Error> {
-    let generation = nova.meta().generation;
-    let aggregated = NovaConditionType::AGGREGATED.map(NovaConditionType::as_str);
-    conditions::aggregate_ready(&mut pass.status.conditions, &aggregated, generation);
-    pass.status.observed_generation = generation;
-    let before = nova.status.clone().unwrap_or_default();
-    let api: Api<Nova> = Api::namespaced(ctx.client.clone(), &nova.namespace().unwrap_or_default());
-    if pipeline::status::persist(&api, &nova.name_any(), &before, &pass.status).await? {
-        tracing::debug!("status written");
-    }
-    Ok(())
-}
-
-/// Adds the finalizer with an optimistic-lock patch, before anything is created.
-async fn add_finalizer(ctx: &Context, nova: &Nova) -> Result<(), StepError> {
-    let api: Api<Nova> = Api::namespaced(ctx.client.clone(), &nova.namespace().unwrap_or_default());
-    let mut finalizers = nova.finalizers().to_vec();
-    finalizers.push(FINALIZER.to_owned());
-    let patch = serde_json::json!({
-        "metadata": { "finalizers": finalizers, "resourceVersion": nova.resource_version() }
-    });
-    api.patch(
-        &nova.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(patch),
-    )
-    .await
-    .map_err(|e| StepError::kube("adding the finalizer", e))?;
-    Ok(())
 }

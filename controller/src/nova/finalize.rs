@@ -2,15 +2,14 @@
 //! provisioned under, then the finalizer.
 
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::runtime::events::EventType;
+use kube::core::ApiResource;
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::Nova;
 
-use super::FINALIZER;
-use super::pass::NovaPass;
-use crate::external;
-use crate::pipeline::{Flow, REQUEUE_DATABASE_WAIT, StepError, delete_if_present};
+use super::resolved::Resolved;
+use super::{NovaPass, NovaPlan};
+use crate::clusters::kinds;
+use crate::pipeline::{Plan, REQUEUE_DATABASE_WAIT, StepError, StepFuture, observe_then_plan};
 
 /// The MariaDB object names of both schemas: `{name}-api`, `{name}`, and cell0's Database and
 /// Grant, reached through the cell key as an additional schema.
@@ -24,55 +23,110 @@ fn mariadb_names(nova: &Nova) -> Vec<String> {
     ]
 }
 
-/// Observes first whether anything is still live, then issues the deletes, so a Delete that
-/// flips the deletion timestamp never makes the check read "none live" too early.
-pub async fn run(pass: &NovaPass) -> Result<Flow, StepError> {
-    let ns = pass.namespace();
-    let mut live = false;
-    for resource in external::mariadb_children() {
-        let api = pass.dynamic(&resource);
-        for name in mariadb_names(&pass.nova) {
-            let object: Option<DynamicObject> = api.get_opt(&name).await.map_err(|e| {
-                StepError::kube(format!("reading {} {ns}/{name}", resource.kind), e)
-            })?;
-            let Some(object) = object else { continue };
-            live |= object.metadata.deletion_timestamp.is_none();
-            delete_if_present(&api, &name, &format!("{} {ns}/{name}", resource.kind)).await?;
+/// A MariaDB object that still exists.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Remaining {
+    /// Its kind.
+    pub kind: ApiResource,
+    /// Its name.
+    pub name: String,
+    /// Whether it is not being deleted yet.
+    pub live: bool,
+}
+
+/// The MariaDB objects of both schemas that still exist.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Observed {
+    /// Each remaining object.
+    pub remaining: Vec<Remaining>,
+}
+
+/// The cleanup step: observe first whether anything is still live, then delete, so a delete
+/// that flips the deletion timestamp never makes the check read "none live" too early.
+pub fn run(pass: &NovaPass) -> StepFuture<'_, Nova> {
+    observe_then_plan(pass, observe, plan)
+}
+
+async fn observe(pass: &NovaPass) -> Result<Observed, StepError> {
+    let ns = pass.owner.namespace.as_str();
+    let mut remaining = Vec::new();
+    for kind in kinds::mariadb_children() {
+        for name in mariadb_names(&pass.cr) {
+            if let Some(meta) = pass.cluster.metadata(&kind, ns, &name)? {
+                remaining.push(Remaining {
+                    kind: kind.clone(),
+                    live: meta.metadata.deletion_timestamp.is_none(),
+                    name,
+                });
+            }
         }
     }
-    if live {
-        pass.publish(
-            EventType::Normal,
-            "FinalizingDatabase",
-            "Deleting the MariaDB Database, User and Grant objects of both schemas",
-        )
-        .await;
-        return Ok(Flow::RequeueAfter(REQUEUE_DATABASE_WAIT));
+    Ok(Observed { remaining })
+}
+
+/// The cleanup plan: delete every remaining object; while any was live, wait and keep the
+/// finalizer; once none is, release it.
+pub fn plan(_: &Nova, observed: &Observed, _: &Resolved) -> NovaPlan {
+    let remaining = &observed.remaining;
+    let mut plan = Plan::proceed();
+    for object in remaining {
+        plan = plan.remove(object.kind.clone(), object.name.clone());
     }
-    pass.publish(
-        EventType::Normal,
+    if remaining.iter().any(|o| o.live) {
+        return plan
+            .event(
+                false,
+                "FinalizingDatabase",
+                "Deleting the MariaDB Database, User and Grant objects of both schemas",
+            )
+            .requeue(REQUEUE_DATABASE_WAIT);
+    }
+    plan.event(
+        false,
         "DatabaseFinalized",
         "No MariaDB object of either schema is left; releasing the finalizer",
     )
-    .await;
-    remove_finalizer(pass).await?;
-    Ok(Flow::Continue)
 }
 
-async fn remove_finalizer(pass: &NovaPass) -> Result<(), StepError> {
-    let finalizers: Vec<String> = pass
-        .nova
-        .finalizers()
-        .iter()
-        .filter(|f| *f != FINALIZER)
-        .cloned()
-        .collect();
-    let api: Api<Nova> = Api::namespaced(pass.ctx.client.clone(), &pass.namespace());
-    let patch = serde_json::json!({
-        "metadata": { "finalizers": finalizers, "resourceVersion": pass.nova.resource_version() }
-    });
-    api.patch(&pass.name(), &PatchParams::default(), &Patch::Merge(patch))
-        .await
-        .map_err(|e| StepError::kube("removing the finalizer", e))?;
-    Ok(())
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nova::fixtures::example;
+    use crate::pipeline::Flow;
+
+    #[test]
+    fn live_objects_hold_the_finalizer_and_terminating_ones_do_not() {
+        let database = kinds::mariadb_children()[0].clone();
+        let object = |name: &str, live| Remaining {
+            kind: database.clone(),
+            name: name.into(),
+            live,
+        };
+        assert_eq!(
+            mariadb_names(&example()),
+            ["nova-api", "nova", "nova-nova-cell0"]
+        );
+        let held = plan(
+            &example(),
+            &Observed {
+                remaining: vec![object("nova-nova-cell0", true), object("nova", false)],
+            },
+            &Resolved::default(),
+        );
+        assert_eq!(held.flow, Flow::RequeueAfter(REQUEUE_DATABASE_WAIT));
+        assert_eq!(held.removals.len(), 2);
+        assert_eq!(held.events[0].reason, "FinalizingDatabase");
+        let terminating = plan(
+            &example(),
+            &Observed {
+                remaining: vec![object("nova", false)],
+            },
+            &Resolved::default(),
+        );
+        assert_eq!(terminating.flow, Flow::Continue);
+        assert_eq!(terminating.events[0].reason, "DatabaseFinalized");
+        let gone = plan(&example(), &Observed::default(), &Resolved::default());
+        assert!(gone.removals.is_empty());
+        assert_eq!(gone.flow, Flow::Continue);
+    }
 }

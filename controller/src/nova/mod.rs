@@ -1,5 +1,5 @@
-//! The Nova controller: its pipeline table, its steps (one file each), its watches and its
-//! finalizer.
+//! The Nova controller: its pipeline table, its steps (one file each: observe through the
+//! cluster handle, then a pure plan), its cleanup, its watches and indexes.
 
 pub mod broker_url;
 pub mod compute_config;
@@ -8,44 +8,87 @@ pub mod controller;
 pub mod db_connection;
 pub mod dsn;
 pub mod finalize;
-pub mod pass;
+#[cfg(test)]
+pub(crate) mod fixtures;
+pub mod resolved;
 pub mod secrets;
 pub mod transport_url;
 
-use nova_api::conditions::NovaConditionType as C;
+use std::collections::BTreeMap;
 
-use crate::pipeline::{Stage, Step};
-use pass::NovaPass;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::ResourceExt;
+use nova_api::conditions::NovaConditionType as C;
+use nova_api::v1alpha1::{Nova, NovaStatus};
+
+use crate::pipeline::{Pass, PlanOf, Reconciled, Stage, seq};
+
+/// One pass over one Nova.
+pub type NovaPass = Pass<Nova>;
+/// A Nova step's plan.
+pub type NovaPlan = PlanOf<Nova>;
 
 /// The Nova pipeline, in order. Later issues add the Database and workload steps and the
-/// parallel group behind them.
-pub static PIPELINE: [Stage<NovaPass>; 5] = [
-    Stage::Sequential(Step {
-        name: "Secrets",
-        condition: C::SecretsReady.as_str(),
-        run: secrets::run,
-    }),
-    Stage::Sequential(Step {
-        name: "DBConnectionSecrets",
-        condition: C::SecretsReady.as_str(),
-        run: db_connection::run,
-    }),
-    Stage::Sequential(Step {
-        name: "TransportURLSecret",
-        condition: C::SecretsReady.as_str(),
-        run: transport_url::run,
-    }),
-    Stage::Sequential(Step {
-        name: "Config",
-        condition: C::SecretsReady.as_str(),
-        run: config::run,
-    }),
-    Stage::Sequential(Step {
-        name: "ComputeConfig",
-        condition: C::ComputeConfigReady.as_str(),
-        run: compute_config::run,
-    }),
+/// parallel group behind them, each a row here and a file beside this one.
+pub static PIPELINE: [Stage<Nova>; 5] = [
+    seq("Secrets", C::SecretsReady, secrets::run),
+    seq("DBConnectionSecrets", C::SecretsReady, db_connection::run),
+    seq("TransportURLSecret", C::SecretsReady, transport_url::run),
+    seq("Config", C::SecretsReady, config::run),
+    seq("ComputeConfig", C::ComputeConfigReady, compute_config::run),
 ];
+
+/// What a deleting Nova runs before its finalizer is released.
+pub static CLEANUP: [Stage<Nova>; 1] = [seq("DatabaseFinalizer", C::DatabaseReady, finalize::run)];
 
 /// The finalizer that holds a Nova until its database CRs are released.
 pub const FINALIZER: &str = "nova.openstack.c5c3.io/finalizer";
+
+impl Reconciled for Nova {
+    type Status = NovaStatus;
+    type Resolved = resolved::Resolved;
+    type StatusUpdate = resolved::StatusUpdate;
+    type Condition = C;
+
+    const FINALIZER: &'static str = FINALIZER;
+    const TARGET_GATE: C = C::SecretsReady;
+
+    fn aggregated() -> &'static [C] {
+        &C::AGGREGATED
+    }
+
+    fn pipeline() -> &'static [Stage<Self>] {
+        &PIPELINE
+    }
+
+    fn cleanup() -> &'static [Stage<Self>] {
+        &CLEANUP
+    }
+
+    fn status(&self) -> Option<&NovaStatus> {
+        self.status.as_ref()
+    }
+
+    fn conditions(status: &mut NovaStatus) -> &mut Vec<Condition> {
+        &mut status.conditions
+    }
+
+    fn set_observed_generation(status: &mut NovaStatus, generation: Option<i64>) {
+        status.observed_generation = generation;
+    }
+
+    fn update(status: &mut NovaStatus, update: resolved::StatusUpdate) {
+        update.apply(status);
+    }
+
+    fn common_labels(&self) -> BTreeMap<String, String> {
+        nova_api::labels::common(&self.name_any())
+    }
+
+    fn target_cluster(&self) -> Option<&str> {
+        self.spec
+            .target_cluster_ref
+            .as_ref()
+            .map(|t| t.name.as_str())
+    }
+}

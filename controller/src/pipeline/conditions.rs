@@ -10,7 +10,9 @@ pub fn status_str(ok: bool) -> &'static str {
 }
 
 /// Upserts one condition. lastTransitionTime moves only when the status flips, so a pass that
-/// rewrites the same verdict with a new message does not look like a transition.
+/// rewrites the same verdict with a new message does not look like a transition. A pass
+/// upserts each type once, from its last verdict, onto the stored status: two steps that
+/// report the same type in one pass (True, then False) never look like two transitions.
 pub fn set(
     conditions: &mut Vec<Condition>,
     type_: &str,
@@ -62,16 +64,6 @@ pub fn aggregate_ready(
         (Reason::NotAllReady, NOT_ALL_READY_MESSAGE)
     };
     set(conditions, "Ready", all, reason, message, generation);
-}
-
-/// Moves the condition of `type_` from `from` into `into` (the parallel group's merge).
-pub fn merge_one(into: &mut Vec<Condition>, from: &[Condition], type_: &str) {
-    if let Some(c) = from.iter().find(|c| c.type_ == type_) {
-        match into.iter_mut().find(|existing| existing.type_ == type_) {
-            Some(existing) => *existing = c.clone(),
-            None => into.push(c.clone()),
-        }
-    }
 }
 
 #[cfg(test)]

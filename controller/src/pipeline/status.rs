@@ -1,21 +1,20 @@
-//! The status skeleton: written on every exit path, and only when something changed.
+//! The status write that ends every pass: server-side apply on `/status`, only when something
+//! changed.
 
 use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-/// The one field manager every write of this operator uses.
-pub const FIELD_MANAGER: &str = "cobaltcore-operator";
-
-/// Writes `after` through server-side apply on `/status` unless it equals `before`, so a pass
-/// that changed nothing causes no write, no watch event and no resourceVersion churn.
-/// Returns whether a write was issued.
+/// Writes `after` through server-side apply on `/status` under `manager` unless it equals
+/// `before`, so a pass that changed nothing causes no write, no watch event and no
+/// resourceVersion churn. Returns whether a write was issued.
 pub async fn persist<K, S>(
     api: &Api<K>,
     name: &str,
     before: &S,
     after: &S,
+    manager: &str,
 ) -> Result<bool, kube::Error>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
@@ -31,7 +30,7 @@ where
     });
     api.patch_status(
         name,
-        &PatchParams::apply(FIELD_MANAGER).force(),
+        &PatchParams::apply(manager).force(),
         &Patch::Apply(body),
     )
     .await?;

@@ -15,6 +15,7 @@
 //! the database sections hold a placeholder DSN, and each credential reaches the pods as an
 //! environment override from its Secret.
 
+pub mod children;
 mod compute_contract;
 mod config_map;
 mod error;

@@ -3,15 +3,13 @@
 #![allow(dead_code)] // each suite uses its own subset
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
-use nova_controller::context::Context;
-use nova_controller::external;
+use nova_controller::clusters::{LocalCluster, Registry, kinds as external};
 use nova_controller::metrics::Metrics;
 use nova_controller::nova;
 use serde_json::json;
@@ -35,16 +33,25 @@ pub fn example(ns: &str) -> Nova {
     nova
 }
 
-/// Starts the Nova controller in-process, scoped to one namespace.
-pub fn start_controller(client: Client, ns: &str) -> Metrics {
+/// Starts the Nova controller in-process, scoped to one namespace, once its caches synced.
+pub async fn start_controller(client: Client, ns: &str) -> Metrics {
     let metrics = Metrics::new().expect("metrics");
-    let ctx = Arc::new(Context::new(
+    let scope = Some(ns.to_owned());
+    let registry = Registry::default().register(nova::controller::kinds());
+    let cluster = LocalCluster::start(client.clone(), scope.clone(), registry).await;
+    cluster.synced().await;
+    let options = nova::controller::Options {
+        scope,
+        concurrency: 2,
+        instance: None,
+    };
+    tokio::spawn(nova::controller::run(
         client,
         metrics.clone(),
-        Some(ns.to_owned()),
-        None,
+        cluster,
+        options,
+        futures::future::pending(),
     ));
-    tokio::spawn(nova::controller::run(ctx, futures::future::pending()));
     metrics
 }
 
@@ -158,6 +165,48 @@ pub async fn writes(client: &Client, resource: &str, subresource: &str) -> u64 {
                 .iter()
                 .any(|v| l.contains(&format!("verb=\"{v}\"")))
         })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// The resources a Nova pass reads, as the API server's metrics name them (the Nova itself is
+/// left out: the tests poll it).
+pub const READ_RESOURCES: [&str; 10] = [
+    "secrets",
+    "configmaps",
+    "deployments",
+    "secretstores",
+    "clustersecretstores",
+    "externalsecrets",
+    "rabbitmqclusters",
+    "databases",
+    "users",
+    "grants",
+];
+
+/// Read verbs that reach the API server (a WATCH is the cache, not a read).
+pub const READ_VERBS: [&str; 2] = ["GET", "LIST"];
+/// Write verbs.
+pub const WRITE_VERBS: [&str; 5] = ["POST", "PUT", "PATCH", "APPLY", "DELETE"];
+
+/// The API server's count of requests (`apiserver_request_total`) with one of `verbs` against
+/// one of `resources`, any subresource, summed.
+pub async fn requests(client: &Client, resources: &[&str], verbs: &[&str]) -> u64 {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("request");
+    let text = client
+        .request_text(request)
+        .await
+        .expect("apiserver metrics");
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter(|l| {
+            resources
+                .iter()
+                .any(|r| l.contains(&format!("resource=\"{r}\"")))
+        })
+        .filter(|l| verbs.iter().any(|v| l.contains(&format!("verb=\"{v}\""))))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
 }

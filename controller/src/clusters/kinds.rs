@@ -1,5 +1,5 @@
-//! The other operators' kinds this controller reads or deletes, as dynamic resources, so
-//! a missing CRD is an answer (not found) rather than a compile-time dependency.
+//! The other operators' kinds the pipelines read or delete, as dynamic resources, so a missing
+//! CRD is an answer (not served, read as absent) rather than a compile-time dependency.
 
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;

@@ -1,0 +1,651 @@
+//! The management cluster as a [`Cluster`]: one watch per registered kind feeding a reflector
+//! store, server-side apply, and deletes.
+//!
+//! What is cached, and why:
+//! - [`Caching::Metadata`] kinds (the owned kinds that only wake their owner, the MariaDB
+//!   objects the finalizer checks): names, labels, owners and timestamps, with
+//!   `managedFields` and the `last-applied-configuration` annotation dropped.
+//! - [`Caching::OnDemand`] kinds (Secrets, ConfigMaps, Deployments): the same metadata of
+//!   every object in scope, plus the content of exactly the objects a step read or applied,
+//!   fetched once and reused while the watched resourceVersion stays the same, dropped when
+//!   the object goes. So the process holds the content of the Secrets a CR references or
+//!   owns, never of every Secret of the cluster.
+//! - [`Caching::Full`] kinds (the store kinds, ExternalSecrets, RabbitmqClusters): whole
+//!   objects, for the few small objects of other operators whose status a step reads.
+//!
+//! Under `--namespace` every watch is namespaced and cluster-scoped kinds are not watched.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::channel::mpsc;
+use futures::future::BoxFuture;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, DynamicObject, PartialObjectMeta, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+
+use super::carries::carries;
+use super::{
+    Applied, Caching, Child, Cluster, ClusterError, FIELD_MANAGER, KindSpec, Labels, Meta, Owner,
+    SecretValues, controller_of, selects,
+};
+use crate::sensitive::Sensitive;
+
+/// The annotation `kubectl apply` keeps the whole last-applied object in (for a Secret, its
+/// data): never cached.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The kinds the pipelines read, collected from every controller before the caches start.
+#[derive(Default)]
+pub struct Registry {
+    kinds: Vec<KindSpec>,
+}
+
+impl Registry {
+    /// Adds kinds; a kind registered twice keeps the richest caching asked for.
+    pub fn register(mut self, kinds: impl IntoIterator<Item = KindSpec>) -> Self {
+        for kind in kinds {
+            match self
+                .kinds
+                .iter_mut()
+                .find(|k| key(&k.resource) == key(&kind.resource))
+            {
+                Some(existing) => existing.caching = existing.caching.max(kind.caching),
+                None => self.kinds.push(kind),
+            }
+        }
+        self
+    }
+}
+
+fn key(resource: &ApiResource) -> (String, String) {
+    (resource.group.clone(), resource.kind.clone())
+}
+
+/// The caches of one kind.
+struct KindCache {
+    spec: KindSpec,
+    served: bool,
+    full: Option<Store<DynamicObject>>,
+    meta: Option<Store<PartialObjectMeta<DynamicObject>>>,
+    /// OnDemand content, by (namespace, name).
+    content: Mutex<HashMap<(String, String), Arc<DynamicObject>>>,
+    subscribers: Mutex<Vec<mpsc::UnboundedSender<Meta>>>,
+}
+
+impl KindCache {
+    fn reference<K: kube::Resource<DynamicType = ApiResource>>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> ObjectRef<K> {
+        let reference = ObjectRef::new_with(name, self.spec.resource.clone());
+        match namespace {
+            Some(ns) if !self.spec.cluster_scoped => reference.within(ns),
+            _ => reference,
+        }
+    }
+
+    fn cached_meta(&self, namespace: Option<&str>, name: &str) -> Option<Meta> {
+        if let Some(full) = &self.full {
+            return full
+                .get(&self.reference(namespace, name))
+                .map(|o| meta_of(&o));
+        }
+        self.meta.as_ref()?.get(&self.reference(namespace, name))
+    }
+
+    fn content(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Arc<DynamicObject>>> {
+        self.content.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn notify(&self, meta: &Meta) {
+        self.subscribers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|tx| tx.unbounded_send(meta.clone()).is_ok());
+    }
+}
+
+fn meta_of(object: &DynamicObject) -> Meta {
+    Arc::new(PartialObjectMeta {
+        types: object.types.clone(),
+        metadata: object.metadata.clone(),
+        _phantom: Default::default(),
+    })
+}
+
+/// Drops what no cache needs to hold: the last-applied annotation always, managedFields in
+/// metadata caches.
+fn strip(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, fields: bool) {
+    if let Some(annotations) = &mut meta.annotations {
+        annotations.remove(LAST_APPLIED);
+    }
+    if fields {
+        meta.managed_fields = None;
+    }
+}
+
+/// Whether cached content at `content` is as new as the watched `watched` resourceVersion:
+/// equal, or (an apply response cached before its own watch event arrived) numerically newer.
+fn fresh(content: Option<&str>, watched: Option<&str>) -> bool {
+    match (content, watched) {
+        (Some(c), Some(w)) if c == w => true,
+        (Some(c), Some(w)) => {
+            matches!((c.parse::<u64>(), w.parse::<u64>()), (Ok(c), Ok(w)) if c > w)
+        }
+        _ => false,
+    }
+}
+
+/// The management cluster.
+pub struct LocalCluster {
+    client: Client,
+    scope: Option<String>,
+    kinds: HashMap<(String, String), Arc<KindCache>>,
+}
+
+impl LocalCluster {
+    /// Probes the optional kinds, starts one watch per served kind and returns at once; see
+    /// [`LocalCluster::synced`] for when the caches can answer.
+    pub async fn start(
+        client: Client,
+        scope: Option<String>,
+        registry: Registry,
+    ) -> Arc<LocalCluster> {
+        let mut kinds = HashMap::new();
+        for spec in registry.kinds {
+            let served = served(&client, &scope, &spec).await;
+            let cache = start_watch(&client, &scope, spec, served);
+            kinds.insert(key(&cache.spec.resource), cache);
+        }
+        Arc::new(LocalCluster {
+            client,
+            scope,
+            kinds,
+        })
+    }
+
+    /// Resolves once every watch cache holds its first complete list.
+    pub async fn synced(&self) {
+        for cache in self.kinds.values() {
+            if let Some(store) = &cache.full {
+                let _ = store.wait_until_ready().await;
+            }
+            if let Some(store) = &cache.meta {
+                let _ = store.wait_until_ready().await;
+            }
+        }
+    }
+
+    /// Whether a kind is registered and served.
+    pub fn serves(&self, kind: &ApiResource) -> bool {
+        self.kinds.get(&key(kind)).is_some_and(|c| c.served)
+    }
+
+    /// Every change of a kind from now on, as the changed object's metadata (the controllers'
+    /// triggers). A kind that is not served yields nothing.
+    pub fn subscribe(&self, kind: &ApiResource) -> mpsc::UnboundedReceiver<Meta> {
+        let (tx, rx) = mpsc::unbounded();
+        if let Some(cache) = self.kinds.get(&key(kind)) {
+            cache
+                .subscribers
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(tx);
+        }
+        rx
+    }
+
+    fn cache(&self, kind: &ApiResource) -> Result<&Arc<KindCache>, ClusterError> {
+        self.kinds
+            .get(&key(kind))
+            .ok_or_else(|| ClusterError::NotRegistered {
+                kind: kind.kind.clone(),
+                detail: "",
+            })
+    }
+
+    fn in_scope(&self, namespace: Option<&str>) -> bool {
+        match (&self.scope, namespace) {
+            (Some(scope), Some(ns)) => scope == ns,
+            _ => true,
+        }
+    }
+
+    fn api(&self, kind: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+        match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, kind),
+            None => Api::all_with(self.client.clone(), kind),
+        }
+    }
+
+    /// A live read, for objects outside the watched scope and OnDemand content not cached yet.
+    async fn read(
+        &self,
+        kind: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<DynamicObject>, ClusterError> {
+        let mut object =
+            self.api(kind, namespace)
+                .get_opt(name)
+                .await
+                .map_err(|e| ClusterError::Kube {
+                    action: format!("reading {} {}", kind.kind, describe(namespace, name)),
+                    source: e,
+                })?;
+        if let Some(object) = &mut object {
+            strip(&mut object.metadata, false);
+        }
+        Ok(object)
+    }
+
+    async fn get_object(
+        &self,
+        kind: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Arc<DynamicObject>>, ClusterError> {
+        let cache = self.cache(kind)?;
+        if !cache.served {
+            return Ok(None);
+        }
+        let namespace = namespace.filter(|_| !cache.spec.cluster_scoped);
+        if !self.in_scope(namespace) {
+            return Ok(self.read(kind, namespace, name).await?.map(Arc::new));
+        }
+        match cache.spec.caching {
+            Caching::Full => Ok(cache
+                .full
+                .as_ref()
+                .and_then(|s| s.get(&cache.reference(namespace, name)))),
+            Caching::Metadata => Err(ClusterError::NotRegistered {
+                kind: kind.kind.clone(),
+                detail: " with content (it is cached metadata-only)",
+            }),
+            Caching::OnDemand => {
+                let slot = (namespace.unwrap_or_default().to_owned(), name.to_owned());
+                let Some(watched) = cache.cached_meta(namespace, name) else {
+                    cache.content().remove(&slot);
+                    return Ok(None);
+                };
+                if let Some(content) = cache.content().get(&slot)
+                    && fresh(
+                        content.metadata.resource_version.as_deref(),
+                        watched.metadata.resource_version.as_deref(),
+                    )
+                {
+                    return Ok(Some(content.clone()));
+                }
+                let object = self.read(kind, namespace, name).await?.map(Arc::new);
+                match &object {
+                    Some(object) => cache.content().insert(slot, object.clone()),
+                    None => cache.content().remove(&slot),
+                };
+                Ok(object)
+            }
+        }
+    }
+
+    async fn apply_child(&self, owner: &Owner, child: &Child) -> Result<Applied, ClusterError> {
+        let cache = self.cache(&child.kind)?;
+        if cache.spec.caching == Caching::Metadata {
+            return Err(ClusterError::NotRegistered {
+                kind: child.kind.kind.clone(),
+                detail: " with content, which applying needs to skip unchanged objects",
+            });
+        }
+        let body = child.stamped(owner)?;
+        let ns = owner.namespace.as_str();
+        if let Some(live) = self.get_object(&child.kind, Some(ns), &child.name).await? {
+            let ours = owner.reference.as_ref().map(|r| r.uid.as_str());
+            if let Some(controller) = controller_of(&live.metadata)
+                && Some(controller.uid.as_str()) != ours
+            {
+                return Err(ClusterError::ForeignOwner {
+                    kind: child.kind.kind.clone(),
+                    namespace: ns.to_owned(),
+                    name: child.name.clone(),
+                    owner_kind: owner.kind.clone(),
+                });
+            }
+            let live = serde_json::to_value(&*live).map_err(|e| ClusterError::Invalid {
+                what: format!("cached {} {ns}/{}", child.kind.kind, child.name),
+                message: e.to_string(),
+            })?;
+            if carries(&live, &body, FIELD_MANAGER) {
+                return Ok(Applied::Unchanged);
+            }
+        }
+        let mut applied = self
+            .api(&child.kind, Some(ns))
+            .patch(
+                &child.name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&body),
+            )
+            .await
+            .map_err(|e| ClusterError::Kube {
+                action: format!("applying {} {ns}/{}", child.kind.kind, child.name),
+                source: e,
+            })?;
+        if cache.spec.caching == Caching::OnDemand {
+            strip(&mut applied.metadata, false);
+            cache
+                .content()
+                .insert((ns.to_owned(), child.name.clone()), Arc::new(applied));
+        }
+        Ok(Applied::Written)
+    }
+
+    async fn delete_object(
+        &self,
+        kind: &ApiResource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), ClusterError> {
+        let cache = self.cache(kind)?;
+        if !cache.served {
+            return Ok(());
+        }
+        // The synced cache says it is gone: no request (a stale cache is caught next pass).
+        if self.in_scope(Some(namespace)) && cache.cached_meta(Some(namespace), name).is_none() {
+            return Ok(());
+        }
+        match self
+            .api(kind, Some(namespace))
+            .delete(name, &DeleteParams::background())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(e) => Err(ClusterError::Kube {
+                action: format!("deleting {} {namespace}/{name}", kind.kind),
+                source: e,
+            }),
+        }
+    }
+}
+
+fn describe(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_owned(),
+    }
+}
+
+/// Whether the API server serves a kind: always for built-in kinds; for another operator's
+/// kind, asked through discovery (which every authenticated client may read, so the probe
+/// works under a namespaced Role). A cluster-scoped kind is never watched under `--namespace`.
+async fn served(client: &Client, scope: &Option<String>, spec: &KindSpec) -> bool {
+    if spec.cluster_scoped && scope.is_some() {
+        return false;
+    }
+    if !spec.optional {
+        return true;
+    }
+    let r = &spec.resource;
+    let gvk = GroupVersionKind::gvk(&r.group, &r.version, &r.kind);
+    match kube::discovery::pinned_kind(client, &gvk).await {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::info!(kind = %r.kind, group = %r.group, error = %e, "kind not served; it reads as absent and is not watched");
+            false
+        }
+    }
+}
+
+fn start_watch(
+    client: &Client,
+    scope: &Option<String>,
+    spec: KindSpec,
+    served: bool,
+) -> Arc<KindCache> {
+    let resource = spec.resource.clone();
+    let namespace = scope.as_deref().filter(|_| !spec.cluster_scoped);
+    let mut cache = KindCache {
+        served,
+        full: None,
+        meta: None,
+        content: Mutex::default(),
+        subscribers: Mutex::default(),
+        spec,
+    };
+    if !served {
+        return Arc::new(cache);
+    }
+    let kind = resource.kind.clone();
+    match cache.spec.caching {
+        Caching::Full => {
+            let writer = Writer::<DynamicObject>::new(resource.clone());
+            cache.full = Some(writer.as_reader());
+            let api: Api<DynamicObject> = match namespace {
+                Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+                None => Api::all_with(client.clone(), &resource),
+            };
+            let cache = Arc::new(cache);
+            let events = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .map_ok(|event| event.modify(|o| strip(&mut o.metadata, false)));
+            tokio::spawn(drive(events, writer, cache.clone(), kind, meta_of));
+            cache
+        }
+        Caching::Metadata | Caching::OnDemand => {
+            let writer = Writer::<PartialObjectMeta<DynamicObject>>::new(resource.clone());
+            cache.meta = Some(writer.as_reader());
+            let api: Api<PartialObjectMeta<DynamicObject>> = match namespace {
+                Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+                None => Api::all_with(client.clone(), &resource),
+            };
+            let cache = Arc::new(cache);
+            let events = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .map_ok(|event| event.modify(|o| strip(&mut o.metadata, true)));
+            tokio::spawn(drive(events, writer, cache.clone(), kind, |o| {
+                Arc::new(o.clone())
+            }));
+            cache
+        }
+    }
+}
+
+/// Feeds one kind's watch into its store, evicts the content of deleted objects, and tells
+/// the subscribers what changed (after the store has it, so a woken pass reads the change).
+async fn drive<K, S>(
+    events: S,
+    mut writer: Writer<K>,
+    cache: Arc<KindCache>,
+    kind: String,
+    meta: impl Fn(&K) -> Meta,
+) where
+    K: kube::Resource<DynamicType = ApiResource> + Clone + Send + Sync + 'static,
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+{
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(e) => {
+                tracing::warn!(kind = %kind, error = %e, "watch failed; retrying with back-off");
+                continue;
+            }
+        };
+        writer.apply_watcher_event(&event);
+        match &event {
+            watcher::Event::Apply(object) | watcher::Event::InitApply(object) => {
+                cache.notify(&meta(object));
+            }
+            watcher::Event::Delete(object) => {
+                let slot = (object.namespace().unwrap_or_default(), object.name_any());
+                cache.content().remove(&slot);
+                cache.notify(&meta(object));
+            }
+            watcher::Event::Init | watcher::Event::InitDone => {}
+        }
+    }
+}
+
+impl Cluster for LocalCluster {
+    fn namespace_scope(&self) -> Option<&str> {
+        self.scope.as_deref()
+    }
+
+    fn get<'a>(
+        &'a self,
+        kind: &'a ApiResource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Arc<DynamicObject>>, ClusterError>> {
+        Box::pin(self.get_object(kind, namespace, name))
+    }
+
+    fn metadata(
+        &self,
+        kind: &ApiResource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Meta>, ClusterError> {
+        let cache = self.cache(kind)?;
+        Ok(cache
+            .served
+            .then(|| cache.cached_meta(Some(namespace), name))
+            .flatten())
+    }
+
+    fn list_metadata(
+        &self,
+        kind: &ApiResource,
+        namespace: &str,
+        selector: &Labels,
+    ) -> Result<Vec<Meta>, ClusterError> {
+        let cache = self.cache(kind)?;
+        let wanted = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            m.namespace.as_deref() == Some(namespace) && selects(selector, m.labels.as_ref())
+        };
+        if let Some(full) = &cache.full {
+            return Ok(full
+                .state()
+                .iter()
+                .filter(|o| wanted(&o.metadata))
+                .map(|o| meta_of(o))
+                .collect());
+        }
+        Ok(cache
+            .meta
+            .as_ref()
+            .map(|s| s.state_filter(|m| wanted(&m.metadata)))
+            .unwrap_or_default())
+    }
+
+    fn secret<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        keys: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Option<SecretValues>, ClusterError>> {
+        Box::pin(async move {
+            let kind = ApiResource::erase::<Secret>(&());
+            let Some(object) = self.get_object(&kind, Some(namespace), name).await? else {
+                return Ok(None);
+            };
+            let secret: Secret =
+                (*object)
+                    .clone()
+                    .try_parse()
+                    .map_err(|e| ClusterError::Invalid {
+                        what: format!("cached Secret {namespace}/{name}"),
+                        message: e.to_string(),
+                    })?;
+            Ok(Some(values_of(&secret, keys)))
+        })
+    }
+
+    fn apply<'a>(
+        &'a self,
+        owner: &'a Owner,
+        child: &'a Child,
+    ) -> BoxFuture<'a, Result<Applied, ClusterError>> {
+        Box::pin(self.apply_child(owner, child))
+    }
+
+    fn delete<'a>(
+        &'a self,
+        kind: &'a ApiResource,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<(), ClusterError>> {
+        Box::pin(self.delete_object(kind, namespace, name))
+    }
+
+    fn prune<'a>(
+        &'a self,
+        owner: &'a Owner,
+        kind: &'a ApiResource,
+        selector: &'a Labels,
+        keep: &'a [String],
+    ) -> BoxFuture<'a, Result<usize, ClusterError>> {
+        Box::pin(async move {
+            let stale: Vec<String> = self
+                .list_metadata(kind, &owner.namespace, selector)?
+                .iter()
+                .filter(|m| owner.controls(&m.metadata))
+                .map(|m| m.name_any())
+                .filter(|name| !keep.contains(name))
+                .collect();
+            for name in &stale {
+                self.delete_object(kind, &owner.namespace, name).await?;
+            }
+            Ok(stale.len())
+        })
+    }
+}
+
+/// The values of `keys` a Secret holds as UTF-8 (data, or stringData not yet converted).
+pub fn values_of(secret: &Secret, keys: &[&str]) -> SecretValues {
+    let mut values = BTreeMap::new();
+    for key in keys {
+        let value = secret
+            .data
+            .as_ref()
+            .and_then(|d| d.get(*key))
+            .and_then(|b| String::from_utf8(b.0.clone()).ok())
+            .or_else(|| secret.string_data.as_ref()?.get(*key).cloned());
+        if let Some(value) = value {
+            values.insert((*key).to_owned(), Sensitive::new(value));
+        }
+    }
+    SecretValues(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn freshness_of_cached_content() {
+        assert!(fresh(Some("7"), Some("7")));
+        assert!(
+            fresh(Some("9"), Some("7")),
+            "an apply response ahead of its watch event"
+        );
+        assert!(!fresh(Some("7"), Some("9")));
+        assert!(!fresh(Some("a"), Some("b")));
+        assert!(!fresh(None, Some("7")));
+    }
+
+    #[test]
+    fn a_kind_registered_twice_keeps_the_richest_caching() {
+        let registry = Registry::default()
+            .register([KindSpec::of::<Secret>(Caching::Metadata)])
+            .register([KindSpec::of::<Secret>(Caching::OnDemand)])
+            .register([KindSpec::of::<Secret>(Caching::Metadata)]);
+        assert_eq!(registry.kinds.len(), 1);
+        assert_eq!(registry.kinds[0].caching, Caching::OnDemand);
+    }
+}

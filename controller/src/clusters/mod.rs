@@ -1,0 +1,486 @@
+//! The cluster handle (`DESIGN.md` principle 6): every read and write a step makes goes through
+//! the [`Cluster`] its CR resolves to.
+//!
+//! Today every CR resolves to the [`LocalCluster`], the management cluster this process runs
+//! against; the target-cluster work adds remote handles behind the same trait (their stamping
+//! is ownership labels instead of an owner reference, their reads come from the target's own
+//! caches). The `render` command has a file-backed handle of its own (`offline`), which is how
+//! it runs the very same plans without a cluster.
+//!
+//! Reads are served from watch caches registered once at start-up ([`KindSpec`]), so a pass
+//! over an unchanged CR issues no GET or LIST. Writes are server-side applies under the one
+//! field manager, skipped when the cache shows the object already carries exactly what the
+//! apply would write.
+
+pub mod carries;
+pub mod kinds;
+mod local;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{DynamicObject, PartialObjectMeta};
+use kube::core::ApiResource;
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde_json::Value;
+
+pub use local::{LocalCluster, Registry, values_of};
+
+use crate::sensitive::Sensitive;
+
+/// The one field manager every write of this operator uses.
+pub const FIELD_MANAGER: &str = "cobaltcore-operator";
+
+/// How the handle caches one kind. Each mode is a watch; they differ in what they hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Caching {
+    /// Metadata only (names, labels, owners, timestamps): for kinds whose existence or owner is
+    /// all a step needs, and for owned kinds that only wake their owner.
+    Metadata,
+    /// Metadata of every object, content only of the objects a step actually reads, fetched
+    /// once and kept while the watched resourceVersion stays the same. For kinds that are
+    /// numerous and mostly not ours (Secrets, ConfigMaps): the process never holds the content
+    /// of every Secret of the cluster, only of those a CR references or owns.
+    OnDemand,
+    /// Whole objects: for the few, small objects of other operators whose status a step reads.
+    Full,
+}
+
+/// One kind a pipeline reads, registered once with the handle.
+#[derive(Clone, Debug)]
+pub struct KindSpec {
+    /// The kind.
+    pub resource: ApiResource,
+    /// What the cache holds.
+    pub caching: Caching,
+    /// Cluster-scoped kinds are watched cluster-wide (and never under `--namespace`).
+    pub cluster_scoped: bool,
+    /// Another operator's kind: probed at start-up, and read as absent when not served.
+    pub optional: bool,
+}
+
+impl KindSpec {
+    /// A built-in namespaced kind.
+    pub fn of<K: Resource<DynamicType = ()>>(caching: Caching) -> Self {
+        Self {
+            resource: ApiResource::erase::<K>(&()),
+            caching,
+            cluster_scoped: false,
+            optional: false,
+        }
+    }
+
+    /// Another operator's namespaced kind.
+    pub fn external(resource: ApiResource, caching: Caching) -> Self {
+        Self {
+            resource,
+            caching,
+            cluster_scoped: false,
+            optional: true,
+        }
+    }
+
+    /// Marks the kind cluster-scoped.
+    pub fn cluster_scoped(mut self) -> Self {
+        self.cluster_scoped = true;
+        self
+    }
+}
+
+/// A failed read or write of the handle. Its text reaches a log line and possibly a
+/// condition, so it names objects and fields, never a value.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// An API call failed.
+    #[error("{action}: {source}")]
+    Kube {
+        /// What the handle was doing, naming the object.
+        action: String,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The object exists and another owner controls it.
+    #[error(
+        "refusing to adopt pre-existing {kind} {namespace}/{name}: it was not created by this {owner_kind}, so adopting it would overwrite its spec and delete it at teardown"
+    )]
+    ForeignOwner {
+        /// The child's kind.
+        kind: String,
+        /// The child's namespace.
+        namespace: String,
+        /// The child's name.
+        name: String,
+        /// The kind of the CR that wanted it.
+        owner_kind: String,
+    },
+    /// A step asked for a kind nobody registered (a programming error, named so it is found).
+    #[error("{kind} is not registered with the cluster handle{detail}")]
+    NotRegistered {
+        /// The kind.
+        kind: String,
+        /// What registration is missing.
+        detail: &'static str,
+    },
+    /// A desired object could not be serialized, or a cached one not parsed.
+    #[error("{what}: {message}")]
+    Invalid {
+        /// The object.
+        what: String,
+        /// The serializer's complaint.
+        message: String,
+    },
+}
+
+/// The CR a child belongs to: what the handle stamps on every child it applies.
+#[derive(Clone, Debug)]
+pub struct Owner {
+    /// The CR's kind, as an owner reference and in messages.
+    pub kind: String,
+    /// The CR's namespace, where its children live.
+    pub namespace: String,
+    /// The controller owner reference every same-cluster child carries; None for a CR that
+    /// has no uid (an offline render).
+    pub reference: Option<OwnerReference>,
+    /// The common labels of every child.
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Owner {
+    /// The owner of `cr`'s children.
+    pub fn of<K: Resource<DynamicType = ()>>(cr: &K, labels: BTreeMap<String, String>) -> Self {
+        Self {
+            kind: K::kind(&()).into_owned(),
+            namespace: cr.namespace().unwrap_or_default(),
+            reference: cr.controller_owner_ref(&()),
+            labels,
+        }
+    }
+
+    /// Whether this owner controls an object (`common-types.md` Part 2, "Controls"): it holds
+    /// a controller reference to the owner. The one test behind every adopt, overwrite, prune
+    /// and delete.
+    pub fn controls(&self, meta: &ObjectMeta) -> bool {
+        let Some(owner) = &self.reference else {
+            return false;
+        };
+        controller_of(meta).is_some_and(|c| c.uid == owner.uid)
+    }
+}
+
+/// The controller reference of an object, if any.
+pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+}
+
+/// A desired child: what an apply sends, before the handle stamps owner and labels.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Child {
+    /// Its kind.
+    pub kind: ApiResource,
+    /// Its name.
+    pub name: String,
+    body: Value,
+    /// What `render` prints instead of the body, for a child that carries credentials.
+    review: Option<Value>,
+    /// Why the desired object could not be serialized; applying it is refused.
+    invalid: Option<String>,
+}
+
+impl Child {
+    /// A typed desired object (its name is taken from its metadata).
+    pub fn new<K: Resource<DynamicType = ()> + Serialize>(object: &K) -> Self {
+        let kind = ApiResource::erase::<K>(&());
+        let name = object.meta().name.clone().unwrap_or_default();
+        let (body, invalid) = match serde_json::to_value(object) {
+            Ok(body) => (body, None),
+            Err(e) => (Value::Null, Some(e.to_string())),
+        };
+        Self {
+            kind,
+            name,
+            body,
+            review: None,
+            invalid,
+        }
+    }
+
+    /// A desired object of another operator's kind.
+    pub fn dynamic(kind: ApiResource, name: &str, body: Value) -> Self {
+        Self {
+            kind,
+            name: name.to_owned(),
+            body,
+            review: None,
+            invalid: None,
+        }
+    }
+
+    /// The form `render` prints, when it must differ from what is applied (credentials masked).
+    pub fn with_review<K: Serialize>(mut self, review: &K) -> Self {
+        self.review = serde_json::to_value(review).ok();
+        self
+    }
+
+    /// The body an apply sends for `owner`: apiVersion, kind, name, namespace, the owner's
+    /// common labels on top of the child's own, and the controller reference.
+    pub fn stamped(&self, owner: &Owner) -> Result<Value, ClusterError> {
+        self.stamp(self.body.clone(), owner)
+    }
+
+    /// The printable form (credentials masked), stamped like [`Child::stamped`].
+    pub fn printable(&self, owner: &Owner) -> Result<Value, ClusterError> {
+        self.stamp(
+            self.review.clone().unwrap_or_else(|| self.body.clone()),
+            owner,
+        )
+    }
+
+    fn stamp(&self, mut body: Value, owner: &Owner) -> Result<Value, ClusterError> {
+        if let Some(message) = &self.invalid {
+            return Err(ClusterError::Invalid {
+                what: format!("desired {} {}", self.kind.kind, self.name),
+                message: message.clone(),
+            });
+        }
+        body["apiVersion"] = self.kind.api_version.clone().into();
+        body["kind"] = self.kind.kind.clone().into();
+        let meta = &mut body["metadata"];
+        meta["name"] = self.name.clone().into();
+        meta["namespace"] = owner.namespace.clone().into();
+        let mut labels: BTreeMap<String, String> =
+            serde_json::from_value(meta["labels"].take()).unwrap_or_default();
+        labels.extend(owner.labels.clone());
+        meta["labels"] = serde_json::to_value(labels).unwrap_or_default();
+        match &owner.reference {
+            Some(reference) => {
+                meta["ownerReferences"] = serde_json::to_value([reference]).unwrap_or_default();
+            }
+            None => {
+                if let Some(meta) = meta.as_object_mut() {
+                    meta.remove("ownerReferences");
+                }
+            }
+        }
+        Ok(body)
+    }
+}
+
+/// What an apply did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The cached object already carried the desired fields: no request was made.
+    Unchanged,
+    /// A server-side apply was sent.
+    Written,
+}
+
+/// The values of the requested keys of one Secret that exist and are UTF-8.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SecretValues(pub BTreeMap<String, Sensitive>);
+
+impl SecretValues {
+    /// The value of `key`, if present.
+    pub fn get(&self, key: &str) -> Option<&Sensitive> {
+        self.0.get(key)
+    }
+}
+
+/// The cached metadata of one object.
+pub type Meta = Arc<PartialObjectMeta<DynamicObject>>;
+
+/// A label selector of equality terms.
+pub type Labels = BTreeMap<String, String>;
+
+/// Every read and write a step makes. Object-safe, so a pass holds `Arc<dyn Cluster>` and
+/// the same plan runs against the management cluster, a target cluster or `render`'s files.
+pub trait Cluster: Send + Sync {
+    /// The one namespace this handle may read, when it is namespace-scoped.
+    fn namespace_scope(&self) -> Option<&str>;
+
+    /// An object, from the cache; None when it does not exist (or its kind is not served).
+    fn get<'a>(
+        &'a self,
+        kind: &'a ApiResource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Arc<DynamicObject>>, ClusterError>>;
+
+    /// The metadata of an object, from the cache.
+    fn metadata(
+        &self,
+        kind: &ApiResource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Meta>, ClusterError>;
+
+    /// The metadata of every object of a kind in `namespace` carrying every label of `selector`.
+    fn list_metadata(
+        &self,
+        kind: &ApiResource,
+        namespace: &str,
+        selector: &Labels,
+    ) -> Result<Vec<Meta>, ClusterError>;
+
+    /// The requested keys of a Secret; None when the Secret does not exist.
+    fn secret<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        keys: &'a [&'a str],
+    ) -> BoxFuture<'a, Result<Option<SecretValues>, ClusterError>>;
+
+    /// Server-side applies `child` for `owner`, unless the cache shows it already carries
+    /// exactly that; refuses an object another owner controls, adopts one nobody controls.
+    fn apply<'a>(
+        &'a self,
+        owner: &'a Owner,
+        child: &'a Child,
+    ) -> BoxFuture<'a, Result<Applied, ClusterError>>;
+
+    /// Deletes an object by name (in the background); an object already gone is not an error.
+    fn delete<'a>(
+        &'a self,
+        kind: &'a ApiResource,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<(), ClusterError>>;
+
+    /// Deletes every object of `kind` matching `selector` that `owner` controls, except those
+    /// named in `keep`; returns how many it deleted.
+    fn prune<'a>(
+        &'a self,
+        owner: &'a Owner,
+        kind: &'a ApiResource,
+        selector: &'a Labels,
+        keep: &'a [String],
+    ) -> BoxFuture<'a, Result<usize, ClusterError>>;
+}
+
+/// Whether `labels` carries every term of `selector`.
+pub fn selects(selector: &Labels, labels: Option<&BTreeMap<String, String>>) -> bool {
+    selector
+        .iter()
+        .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+}
+
+/// Typed reads on top of the object-safe trait.
+pub trait ClusterExt: Cluster {
+    /// A typed object of a built-in kind in `namespace`.
+    fn get_typed<'a, K>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<K>, ClusterError>>
+    where
+        K: Resource<DynamicType = ()> + serde::de::DeserializeOwned + Send + 'a,
+    {
+        Box::pin(async move {
+            let kind = ApiResource::erase::<K>(&());
+            let Some(object) = self.get(&kind, Some(namespace), name).await? else {
+                return Ok(None);
+            };
+            let parsed = (*object)
+                .clone()
+                .try_parse::<K>()
+                .map_err(|e| ClusterError::Invalid {
+                    what: format!("cached {} {namespace}/{name}", kind.kind),
+                    message: e.to_string(),
+                })?;
+            Ok(Some(parsed))
+        })
+    }
+}
+
+impl<C: Cluster + ?Sized> ClusterExt for C {}
+
+/// Resolves the cluster a CR's children live on (`common-types.md` §3.17 "Resolution").
+pub struct Clusters {
+    local: Arc<dyn Cluster>,
+}
+
+impl Clusters {
+    /// Every CR resolves to `local` until target clusters are registered.
+    pub fn new(local: Arc<dyn Cluster>) -> Self {
+        Self { local }
+    }
+
+    /// The handle of `target` (None = the management cluster), or the resolver's error text,
+    /// which goes unwrapped into the TargetClusterUnavailable condition.
+    pub fn resolve(&self, target: Option<&str>) -> Result<Arc<dyn Cluster>, String> {
+        match target {
+            None => Ok(self.local.clone()),
+            // No target cluster is registered in this build, so none resolves.
+            Some(_) => Err("cluster not found".to_owned()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::json;
+
+    fn owner() -> Owner {
+        Owner {
+            kind: "Nova".into(),
+            namespace: "ns".into(),
+            reference: Some(OwnerReference {
+                api_version: "nova.openstack.c5c3.io/v1alpha1".into(),
+                kind: "Nova".into(),
+                name: "nova".into(),
+                uid: "u1".into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }),
+            labels: BTreeMap::from([("app.kubernetes.io/instance".to_owned(), "nova".to_owned())]),
+        }
+    }
+
+    #[test]
+    fn a_child_is_stamped_with_identity_labels_and_the_controller_reference() {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some("c".into());
+        cm.metadata.labels = Some(BTreeMap::from([("own".to_owned(), "1".to_owned())]));
+        let body = Child::new(&cm).stamped(&owner()).expect("stamps");
+        assert_eq!(body["apiVersion"], "v1");
+        assert_eq!(body["kind"], "ConfigMap");
+        assert_eq!(body["metadata"]["namespace"], "ns");
+        assert_eq!(
+            body["metadata"]["labels"],
+            json!({"app.kubernetes.io/instance": "nova", "own": "1"})
+        );
+        assert_eq!(body["metadata"]["ownerReferences"][0]["uid"], "u1");
+        let offline = Owner {
+            reference: None,
+            ..owner()
+        };
+        let body = Child::new(&cm).stamped(&offline).expect("stamps");
+        assert!(body["metadata"].get("ownerReferences").is_none());
+    }
+
+    #[test]
+    fn control_is_a_controller_reference_to_the_owner() {
+        let reference = |uid: &str, controller| OwnerReference {
+            uid: uid.into(),
+            controller,
+            ..Default::default()
+        };
+        let meta = |refs| ObjectMeta {
+            owner_references: Some(refs),
+            ..Default::default()
+        };
+        let o = owner();
+        assert!(o.controls(&meta(vec![reference("u1", Some(true))])));
+        assert!(!o.controls(&meta(vec![reference("u1", None)])));
+        assert!(!o.controls(&meta(vec![reference("u2", Some(true))])));
+        assert!(!o.controls(&ObjectMeta::default()));
+    }
+}

@@ -1,0 +1,155 @@
+//! The kind a pipeline reconciles ([`Reconciled`]), and the state one pass threads through its
+//! steps ([`Pass`]): the CR as read, the handle its children live on, what earlier steps
+//! resolved, and the plans' deltas the status write ends with.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::Resource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::engine::Stage;
+use super::plan::{EventNote, Plan, Verdict};
+use crate::clusters::{Cluster, Owner};
+
+/// A condition type enum of one kind.
+pub trait ConditionType: Copy + Debug + Eq + Send + Sync + 'static {
+    /// The exact spelling written into the status.
+    fn as_str(self) -> &'static str;
+}
+
+impl ConditionType for nova_api::conditions::NovaConditionType {
+    fn as_str(self) -> &'static str {
+        nova_api::conditions::NovaConditionType::as_str(self)
+    }
+}
+
+impl ConditionType for nova_api::conditions::NovaComputeConditionType {
+    fn as_str(self) -> &'static str {
+        nova_api::conditions::NovaComputeConditionType::as_str(self)
+    }
+}
+
+/// What later steps may use, merged from each plan: a later plan's value replaces an earlier
+/// one only where it sets one.
+pub trait Merge {
+    /// Merges `later` on top of `self`.
+    fn merge(&mut self, later: Self);
+}
+
+/// A kind the shared skeleton reconciles (Nova now, NovaCompute next): its status shape, what
+/// its steps resolve for each other, its finalizer and its pipeline tables.
+pub trait Reconciled:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// The status subresource.
+    type Status: Clone + Default + PartialEq + Serialize + Debug + Send + Sync;
+    /// What steps resolve for later steps.
+    type Resolved: Merge + Clone + Default + Debug + Send + Sync;
+    /// One status field a step sets.
+    type StatusUpdate: Clone + Debug + PartialEq + Send + Sync;
+    /// The condition types.
+    type Condition: ConditionType;
+
+    /// The service finalizer.
+    const FINALIZER: &'static str;
+    /// The condition an unresolvable target cluster is reported on (the first gate).
+    const TARGET_GATE: Self::Condition;
+
+    /// The sub-conditions whose conjunction is Ready.
+    fn aggregated() -> &'static [Self::Condition];
+    /// The pipeline of a live CR.
+    fn pipeline() -> &'static [Stage<Self>];
+    /// The steps a deleting CR runs before its finalizer is released.
+    fn cleanup() -> &'static [Stage<Self>];
+    /// The stored status.
+    fn status(&self) -> Option<&Self::Status>;
+    /// The conditions of a status.
+    fn conditions(status: &mut Self::Status) -> &mut Vec<Condition>;
+    /// Stamps `status.observedGeneration`.
+    fn set_observed_generation(status: &mut Self::Status, generation: Option<i64>);
+    /// Applies one status update.
+    fn update(status: &mut Self::Status, update: Self::StatusUpdate);
+    /// The common labels of every child.
+    fn common_labels(&self) -> BTreeMap<String, String>;
+    /// The target cluster the CR names, if any.
+    fn target_cluster(&self) -> Option<&str>;
+}
+
+/// A plan of kind `K`.
+pub type PlanOf<K> = Plan<
+    <K as Reconciled>::Condition,
+    <K as Reconciled>::StatusUpdate,
+    <K as Reconciled>::Resolved,
+>;
+
+/// One reconcile pass of one CR.
+pub struct Pass<K: Reconciled> {
+    /// The CR as this pass read it.
+    pub cr: Arc<K>,
+    /// The handle the CR's children live on.
+    pub cluster: Arc<dyn Cluster>,
+    /// Who the children belong to (stamped on every apply).
+    pub owner: Owner,
+    /// What the steps resolved so far.
+    pub resolved: K::Resolved,
+    /// The last verdict per condition type (the status write turns them into conditions).
+    pub(crate) verdicts: Vec<Verdict<K::Condition>>,
+    /// The status updates, in order.
+    pub(crate) updates: Vec<K::StatusUpdate>,
+    /// The events to publish.
+    pub(crate) events: Vec<EventNote>,
+}
+
+impl<K: Reconciled> Pass<K> {
+    /// A pass over `cr` whose children live on `cluster`.
+    pub fn new(cr: Arc<K>, cluster: Arc<dyn Cluster>) -> Self {
+        let owner = Owner::of(&*cr, cr.common_labels());
+        Self {
+            cr,
+            cluster,
+            owner,
+            resolved: K::Resolved::default(),
+            verdicts: Vec::new(),
+            updates: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
+    /// Merges a plan's delta (verdicts, status updates, resolved values, events).
+    pub(crate) fn merge(&mut self, plan: PlanOf<K>) {
+        for verdict in plan.verdicts {
+            self.record(verdict);
+        }
+        self.updates.extend(plan.status);
+        self.resolved.merge(plan.resolved);
+        self.events.extend(plan.events);
+    }
+
+    /// Records a verdict, replacing an earlier one of the same type from this pass.
+    pub fn record(&mut self, verdict: Verdict<K::Condition>) {
+        self.verdicts.retain(|v| v.condition != verdict.condition);
+        self.verdicts.push(verdict);
+    }
+
+    /// The verdicts of this pass, last per type.
+    pub fn verdicts(&self) -> &[Verdict<K::Condition>] {
+        &self.verdicts
+    }
+
+    /// The events this pass publishes.
+    pub fn events(&self) -> &[EventNote] {
+        &self.events
+    }
+}

@@ -1,0 +1,260 @@
+//! The one reconcile skeleton every kind shares (`common-types.md` §3.1): deletion, the
+//! target-cluster gate, the finalizer, the engine, the status write with Ready and
+//! observedGeneration on every exit path, and the per-object back-off.
+//!
+//! The finalizer is handled here rather than through kube-runtime's `finalizer()` helper,
+//! which cannot express the spec's flow: the target gate must run (and write status) before
+//! the finalizer is added, a fresh finalizer ends the pass with a 1 s requeue (the CR watch
+//! filters finalizer-only updates, so the helper's "await change" would never come back), and
+//! a cleanup that must wait keeps the finalizer without reporting an error (the helper removes
+//! it on every successful cleanup, and only an error keeps it).
+
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, Recorder};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Client, ResourceExt};
+use nova_api::conditions::Reason;
+
+use super::backoff::Backoff;
+use super::conditions;
+use super::engine::{Engine, PipelineError};
+use super::pass::{ConditionType, Pass, Reconciled};
+use super::plan::{EventNote, Verdict};
+use super::{Flow, REQUEUE_NEXT_PASS, REQUEUE_SECRET_POLLING};
+use crate::clusters::{Clusters, FIELD_MANAGER};
+
+/// How often a converged CR is looked at again without any event.
+pub const RESYNC: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// What the reconciles of one kind share.
+pub struct Context<K: Reconciled> {
+    /// The management-cluster client: the CR, its status, its finalizers.
+    pub client: Client,
+    /// Resolves the cluster a CR's children live on.
+    pub clusters: Clusters,
+    /// Runs and instruments the pipeline tables.
+    pub engine: Engine,
+    /// Publishes Kubernetes Events on the CRs.
+    pub recorder: Recorder,
+    /// The per-object failure back-off.
+    pub backoff: Backoff<K>,
+}
+
+/// A failed pass. Its text names the step, so one log line says where it failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// A step failed.
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    /// Adding or removing the finalizer failed.
+    #[error("{action}: {source}")]
+    Finalizer {
+        /// Adding or removing.
+        action: &'static str,
+        /// The client error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Writing the status failed.
+    #[error("writing status: {0}")]
+    Status(#[source] kube::Error),
+    /// Both failed.
+    #[error("{pipeline}; writing status: {status}")]
+    Both {
+        /// The step's failure.
+        pipeline: PipelineError,
+        /// The status write's failure.
+        status: kube::Error,
+    },
+}
+
+/// One pass over one CR.
+pub async fn reconcile<K: Reconciled>(
+    cr: Arc<K>,
+    ctx: Arc<Context<K>>,
+) -> Result<Action, ReconcileError> {
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &cr.namespace().unwrap_or_default());
+    let has_finalizer = cr.finalizers().iter().any(|f| f == K::FINALIZER);
+    let deleting = cr.meta().deletion_timestamp.is_some();
+    if deleting && !has_finalizer {
+        ctx.backoff.forget(&ObjectRef::from_obj(&*cr));
+        return Ok(Action::await_change());
+    }
+    let cluster = match ctx.clusters.resolve(cr.target_cluster()) {
+        Ok(cluster) => cluster,
+        Err(message) => {
+            // Nothing is created on any cluster and no finalizer is acquired: wait, flat.
+            tracing::info!(
+                target = cr.target_cluster().unwrap_or_default(),
+                "target cluster does not resolve"
+            );
+            let verdict = Verdict {
+                condition: K::TARGET_GATE,
+                ok: false,
+                reason: Reason::TargetClusterUnavailable,
+                message,
+            };
+            let status = next_status(&*cr, &[verdict], &[]);
+            return finish(
+                &ctx,
+                &api,
+                &cr,
+                Ok(Flow::RequeueAfter(REQUEUE_SECRET_POLLING)),
+                &status,
+            )
+            .await;
+        }
+    };
+    let mut pass = Pass::new(cr.clone(), cluster);
+    if deleting {
+        let outcome = ctx.engine.run(K::cleanup(), &mut pass).await;
+        publish(&ctx, &cr, pass.events()).await;
+        return match outcome? {
+            Flow::Continue => {
+                remove_finalizer(&api, &*cr).await?;
+                ctx.backoff.forget(&ObjectRef::from_obj(&*cr));
+                Ok(Action::await_change())
+            }
+            Flow::RequeueAfter(after) => Ok(Action::requeue(after)),
+        };
+    }
+    if !has_finalizer {
+        add_finalizer(&api, &*cr).await?;
+        return Ok(Action::requeue(REQUEUE_NEXT_PASS));
+    }
+    let outcome = ctx.engine.run(K::pipeline(), &mut pass).await;
+    publish(&ctx, &cr, pass.events()).await;
+    let status = next_status(&*cr, pass.verdicts(), &pass.updates);
+    finish(&ctx, &api, &cr, outcome, &status).await
+}
+
+/// Writes the status if it changed and turns the outcome into the controller's action;
+/// both halves are reported when both failed.
+async fn finish<K: Reconciled>(
+    ctx: &Context<K>,
+    api: &Api<K>,
+    cr: &Arc<K>,
+    outcome: Result<Flow, PipelineError>,
+    status: &K::Status,
+) -> Result<Action, ReconcileError> {
+    let before = cr.status().cloned().unwrap_or_default();
+    let written = super::status::persist(api, &cr.name_any(), &before, status, FIELD_MANAGER).await;
+    match (outcome, written) {
+        (Ok(flow), Ok(_)) => {
+            ctx.backoff.forget(&ObjectRef::from_obj(&**cr));
+            Ok(match flow {
+                Flow::Continue => Action::requeue(RESYNC),
+                Flow::RequeueAfter(after) => Action::requeue(after),
+            })
+        }
+        (Err(pipeline), Ok(_)) => Err(ReconcileError::Pipeline(pipeline)),
+        (Ok(_), Err(status)) => Err(ReconcileError::Status(status)),
+        (Err(pipeline), Err(status)) => Err(ReconcileError::Both { pipeline, status }),
+    }
+}
+
+/// The status a pass ends with: the stored status, the pass's status updates, one condition
+/// per verdict (the last of each type; an unchanged status keeps its transition time), the
+/// aggregate Ready and observedGeneration.
+pub fn next_status<K: Reconciled>(
+    cr: &K,
+    verdicts: &[Verdict<K::Condition>],
+    updates: &[K::StatusUpdate],
+) -> K::Status {
+    let mut status = cr.status().cloned().unwrap_or_default();
+    for update in updates {
+        K::update(&mut status, update.clone());
+    }
+    let generation = cr.meta().generation;
+    let conditions: &mut Vec<Condition> = K::conditions(&mut status);
+    for v in verdicts {
+        conditions::set(
+            conditions,
+            v.condition.as_str(),
+            v.ok,
+            v.reason,
+            v.message.clone(),
+            generation,
+        );
+    }
+    let aggregated: Vec<&str> = K::aggregated().iter().map(|c| c.as_str()).collect();
+    conditions::aggregate_ready(conditions, &aggregated, generation);
+    K::set_observed_generation(&mut status, generation);
+    status
+}
+
+/// The controller's retry after a failed pass: the per-object back-off. This is the one place
+/// a failure is logged.
+pub fn error_policy<K: Reconciled>(
+    cr: Arc<K>,
+    error: &ReconcileError,
+    ctx: Arc<Context<K>>,
+) -> Action {
+    let retry = ctx.backoff.failed(&ObjectRef::from_obj(&*cr));
+    tracing::warn!(
+        kind = %K::kind(&()),
+        namespace = %cr.namespace().unwrap_or_default(),
+        name = %cr.name_any(),
+        error = %error,
+        retry_in = ?retry,
+        "reconcile failed"
+    );
+    Action::requeue(retry)
+}
+
+/// Publishes the pass's events on the CR; a failed publish is logged, never fatal.
+async fn publish<K: Reconciled>(ctx: &Context<K>, cr: &K, events: &[EventNote]) {
+    for note in events {
+        let event = Event {
+            type_: note.type_(),
+            reason: note.reason.to_owned(),
+            note: Some(note.note.clone()),
+            action: "Reconcile".to_owned(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &cr.object_ref(&())).await {
+            tracing::warn!(error = %e, reason = note.reason, "publishing an event failed");
+        }
+    }
+}
+
+/// Replaces the finalizer list, guarded by the resourceVersion this pass read, so a
+/// concurrent change of the list fails (and retries) instead of being overwritten.
+async fn patch_finalizers<K: Reconciled>(
+    api: &Api<K>,
+    cr: &K,
+    finalizers: Vec<String>,
+    action: &'static str,
+) -> Result<(), ReconcileError> {
+    let patch = serde_json::json!({
+        "metadata": { "finalizers": finalizers, "resourceVersion": cr.resource_version() }
+    });
+    api.patch(
+        &cr.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(patch),
+    )
+    .await
+    .map_err(|source| ReconcileError::Finalizer { action, source })?;
+    Ok(())
+}
+
+async fn add_finalizer<K: Reconciled>(api: &Api<K>, cr: &K) -> Result<(), ReconcileError> {
+    let mut finalizers = cr.finalizers().to_vec();
+    finalizers.push(K::FINALIZER.to_owned());
+    patch_finalizers(api, cr, finalizers, "adding the finalizer").await
+}
+
+async fn remove_finalizer<K: Reconciled>(api: &Api<K>, cr: &K) -> Result<(), ReconcileError> {
+    let finalizers = cr
+        .finalizers()
+        .iter()
+        .filter(|f| *f != K::FINALIZER)
+        .cloned()
+        .collect();
+    patch_finalizers(api, cr, finalizers, "removing the finalizer").await
+}

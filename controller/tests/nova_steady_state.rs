@@ -1,0 +1,201 @@
+//! A quiet steady state, measured on the real API server with its own request counters
+//! (`apiserver_request_total` by verb and resource): passes over a Nova that waits on a
+//! missing Secret, then over the same Nova converged, issue no write and no GET or LIST.
+//! (One test on its own control plane, so the counters see no other test's requests.)
+
+mod nova_support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use nova_api::v1alpha1::Nova;
+use nova_controller::metrics::Metrics;
+use nova_support::*;
+use serde_json::json;
+
+/// What the counters say over a window.
+#[derive(Debug, PartialEq, Eq)]
+struct Requests {
+    writes: u64,
+    reads: u64,
+}
+
+/// Every write a pass could make (the Nova's own metadata is left out: the test touches it),
+/// and every GET or LIST of what a pass reads.
+async fn requests_now(client: &Client) -> Requests {
+    let children = [
+        "secrets",
+        "configmaps",
+        "events",
+        "deployments",
+        "databases",
+        "users",
+        "grants",
+    ];
+    Requests {
+        writes: requests(client, &children, &WRITE_VERBS).await
+            + writes(client, "novas", "status").await,
+        reads: requests(client, &READ_RESOURCES, &READ_VERBS).await,
+    }
+}
+
+async fn secrets_ready(novas: &Api<Nova>) -> (String, String) {
+    let nova = novas.get("nova").await.expect("nova");
+    let c = nova
+        .status
+        .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "SecretsReady"))
+        .expect("SecretsReady");
+    (c.reason, format!("{:?}", c.last_transition_time))
+}
+
+/// Wakes the controller five times without changing anything it reads (an annotation edit
+/// passes the CR watch's predicate), waits for the passes, and returns what they cost.
+async fn five_passes(
+    client: &Client,
+    novas: &Api<Nova>,
+    metrics: &Metrics,
+    label: &str,
+) -> Requests {
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = requests_now(client).await;
+    let passes_before = passes(metrics);
+    for i in 0..5u64 {
+        let touch =
+            json!({"metadata": {"annotations": {"test.nova/touch": format!("{label}-{i}")}}});
+        novas
+            .patch("nova", &PatchParams::default(), &Patch::Merge(touch))
+            .await
+            .expect("touch");
+        let deadline = Instant::now() + TIMEOUT;
+        while passes(metrics) < passes_before + i + 1 {
+            assert!(
+                Instant::now() < deadline,
+                "touch {i} did not wake the controller"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = requests_now(client).await;
+    let cost = Requests {
+        writes: after.writes - before.writes,
+        reads: after.reads - before.reads,
+    };
+    println!(
+        "{label}: {} passes issued {} writes and {} GET/LIST reads",
+        passes(metrics) - passes_before,
+        cost.writes,
+        cost.reads
+    );
+    cost
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn waiting_and_converged_passes_issue_no_write_and_no_read() {
+    let cp = nova_test_harness::shared().await.expect("control plane");
+    let client = cp.client().expect("client");
+    let ns = cp.namespace("nova-steady").await.expect("namespace");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+
+    // Every input but the RabbitmqCluster's default-user Secret.
+    create_secret_store(&client, &ns).await;
+    put_secret(
+        &secrets,
+        "nova-api-db",
+        &[("username", "u"), ("password", API_DB_PASSWORD)],
+    )
+    .await;
+    put_secret(
+        &secrets,
+        "nova-db",
+        &[("username", "u"), ("password", CELL_DB_PASSWORD)],
+    )
+    .await;
+    put_secret(&secrets, "nova-keystone", &[("password", SERVICE_PASSWORD)]).await;
+    put_secret(
+        &secrets,
+        "nova-metadata-secret",
+        &[("shared_secret", SHARED_SECRET)],
+    )
+    .await;
+    let rabbits = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        &ns,
+        &nova_controller::clusters::kinds::rabbitmq_cluster(),
+    );
+    create_with_status(
+        &rabbits,
+        json!({"apiVersion": "rabbitmq.com/v1beta1", "kind": "RabbitmqCluster", "metadata": {"name": "openstack-rabbitmq"}, "spec": {}}),
+        json!({"defaultUser": {"secretReference": {"name": "openstack-rabbitmq-default-user", "namespace": ns}}}),
+    )
+    .await;
+
+    let metrics = start_controller(client.clone(), &ns).await;
+    let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
+    novas
+        .create(&PostParams::default(), &example(&ns))
+        .await
+        .expect("create Nova");
+
+    // Waiting: the Secrets step passes and the TransportURLSecret step waits, both on
+    // SecretsReady; the condition stays False with one transition time and no status write.
+    let message = wait_for_reason(&novas, "nova", "WaitingForMessagingCredentials").await;
+    assert_eq!(
+        message,
+        format!("default-user Secret {ns}/openstack-rabbitmq-default-user not found")
+    );
+    let (_, transition) = secrets_ready(&novas).await;
+    let waiting = five_passes(&client, &novas, &metrics, "waiting").await;
+    assert_eq!(
+        waiting,
+        Requests {
+            writes: 0,
+            reads: 0
+        },
+        "a waiting Nova is reconciled without writes and without uncached reads"
+    );
+    assert_eq!(
+        secrets_ready(&novas).await,
+        ("WaitingForMessagingCredentials".to_owned(), transition),
+        "a condition that stays False keeps its transition time"
+    );
+
+    // Converged: every child applied once, then nothing.
+    put_secret(
+        &secrets,
+        "openstack-rabbitmq-default-user",
+        &[
+            ("username", "default_user"),
+            ("password", RABBIT_PASSWORD),
+            ("host", "openstack-rabbitmq.svc"),
+            ("port", "5672"),
+        ],
+    )
+    .await;
+    wait_for_reason(&novas, "nova", "SecretsAvailable").await;
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let nova = novas.get("nova").await.expect("nova");
+        let published = nova.status.is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "ComputeConfigReady" && c.status == "True")
+        });
+        if published {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the Nova never converged");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let converged = five_passes(&client, &novas, &metrics, "converged").await;
+    assert_eq!(
+        converged,
+        Requests {
+            writes: 0,
+            reads: 0
+        },
+        "a converged Nova is reconciled without writes and without uncached reads"
+    );
+}
