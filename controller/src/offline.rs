@@ -124,12 +124,28 @@ impl SecretSource {
 /// The cluster `render` plays: Secrets from `--secrets-dir` (placeholders otherwise), the other
 /// operators' objects a step reads existing and Ready (a RabbitmqCluster with its default-user
 /// Secret, which then reads as placeholders), nothing else; applies are recorded, not sent.
-struct FileCluster {
+pub(crate) struct FileCluster {
     secrets: SecretSource,
     applied: Mutex<Vec<Child>>,
 }
 
 impl FileCluster {
+    /// A file-backed cluster over `secrets`.
+    pub(crate) fn new(secrets: SecretSource) -> Self {
+        Self {
+            secrets,
+            applied: Mutex::default(),
+        }
+    }
+
+    /// Every child applied so far, in order.
+    pub(crate) fn applied(&self) -> Vec<Child> {
+        self.applied
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// Another operator's object as a healthy one would look, for the kinds a step reads.
     fn played(kind: &ApiResource, namespace: Option<&str>, name: &str) -> Option<DynamicObject> {
         let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
@@ -249,10 +265,7 @@ pub async fn render(mut nova: Nova, secrets: SecretSource) -> Result<Rendered, O
     if nova.namespace().is_none() {
         nova.metadata.namespace = Some("default".to_owned());
     }
-    let cluster = Arc::new(FileCluster {
-        secrets,
-        applied: Mutex::default(),
-    });
+    let cluster = Arc::new(FileCluster::new(secrets));
     let mut pass = Pass::new(Arc::new(nova), cluster.clone());
     let metrics = Metrics::new().map_err(|e| OfflineError::Output(e.to_string()))?;
     let outcome = Engine::new(metrics).run(&PIPELINE, &mut pass).await;
@@ -269,12 +282,8 @@ pub async fn render(mut nova: Nova, secrets: SecretSource) -> Result<Rendered, O
         }),
         Err(e) => Some(format!("the pipeline failed at {e}")),
     };
-    let applied = cluster
-        .applied
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
-    let objects = applied
+    let objects = cluster
+        .applied()
         .iter()
         .map(|child| child.printable(&pass.owner))
         .collect::<Result<Vec<_>, _>>()

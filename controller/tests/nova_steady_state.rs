@@ -128,7 +128,9 @@ async fn waiting_and_converged_passes_issue_no_write_and_no_read() {
     create_with_status(
         &rabbits,
         json!({"apiVersion": "rabbitmq.com/v1beta1", "kind": "RabbitmqCluster", "metadata": {"name": "openstack-rabbitmq"}, "spec": {}}),
-        json!({"defaultUser": {"secretReference": {"name": "openstack-rabbitmq-default-user", "namespace": ns}}}),
+        json!({"conditions": [], "defaultUser": {"secretReference": {
+            "name": "openstack-rabbitmq-default-user", "namespace": ns,
+            "keys": {"username": "username", "password": "password"}}}}),
     )
     .await;
 

@@ -231,3 +231,194 @@ async fn carry_out<K: Reconciled>(pass: &Pass<K>, plan: &PlanOf<K>) -> Result<()
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use nova_api::conditions::{NovaConditionType as C, Reason};
+    use nova_api::v1alpha1::{LocalSecretRef, Nova};
+
+    use super::*;
+    use crate::clusters::Child;
+    use crate::nova::fixtures::example;
+    use crate::nova::resolved::{Resolved, StatusUpdate};
+    use crate::offline::{FileCluster, SecretSource};
+    use crate::pipeline::{Plan, REQUEUE_DEPLOYMENT_POLLING, REQUEUE_SECRET_POLLING};
+
+    fn marker(name: &str) -> Child {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        Child::new(&cm)
+    }
+
+    fn ready(pass: &Pass<Nova>) -> StepFuture<'_, Nova> {
+        let _ = pass;
+        Box::pin(async {
+            Ok(Plan::proceed()
+                .ready(C::SecretsReady, Reason::SecretsAvailable, "a")
+                .apply(marker("ready")))
+        })
+    }
+    fn waits(_: &Pass<Nova>) -> StepFuture<'_, Nova> {
+        Box::pin(async {
+            Ok(Plan::proceed()
+                .report(C::SecretsReady, false, Reason::WaitingForDBCredentials, "b")
+                .apply(marker("waits"))
+                .requeue(REQUEUE_SECRET_POLLING))
+        })
+    }
+    fn fails(_: &Pass<Nova>) -> StepFuture<'_, Nova> {
+        Box::pin(async {
+            Ok(Plan::proceed()
+                .report(
+                    C::ComputeConfigReady,
+                    false,
+                    Reason::ComputeConfigError,
+                    "c",
+                )
+                .apply(marker("fails"))
+                .failing(StepError::Refused("broken".into())))
+        })
+    }
+    fn resolves(_: &Pass<Nova>) -> StepFuture<'_, Nova> {
+        Box::pin(async {
+            Ok(Plan::proceed()
+                .ready(C::HPAReady, Reason::HPANotRequired, "d")
+                .set(StatusUpdate::ComputeConfigSecretRef(Some(LocalSecretRef {
+                    name: "x".into(),
+                })))
+                .resolve(Resolved {
+                    broker_port: Some(5671),
+                    ..Default::default()
+                })
+                .requeue(REQUEUE_DEPLOYMENT_POLLING))
+        })
+    }
+    fn never(_: &Pass<Nova>) -> StepFuture<'_, Nova> {
+        Box::pin(async {
+            futures::future::pending::<()>().await;
+            Ok(Plan::proceed().apply(marker("never")))
+        })
+    }
+
+    static LANE: [Stage<Nova>; 3] = [
+        seq("Ready", C::SecretsReady, ready),
+        seq("Waits", C::SecretsReady, waits),
+        seq("Fails", C::ComputeConfigReady, fails),
+    ];
+    static FAILING_LANE: [Stage<Nova>; 2] = [
+        seq("Fails", C::ComputeConfigReady, fails),
+        seq("Ready", C::SecretsReady, ready),
+    ];
+    static GROUP: [Step<Nova>; 3] = [
+        member("Ready", C::SecretsReady, ready),
+        member("Resolves", C::HPAReady, resolves),
+        member("Waits", C::SecretsReady, waits),
+    ];
+    static PARALLEL: [Stage<Nova>; 1] = [parallel(&GROUP)];
+    static GROUP_WITH_ERROR: [Step<Nova>; 3] = [
+        member("Never", C::VPAReady, never),
+        member("Fails", C::ComputeConfigReady, fails),
+        member("Ready", C::SecretsReady, ready),
+    ];
+    static PARALLEL_WITH_ERROR: [Stage<Nova>; 1] = [parallel(&GROUP_WITH_ERROR)];
+
+    fn pass() -> (Pass<Nova>, Arc<FileCluster>) {
+        let cluster = Arc::new(FileCluster::new(SecretSource::default()));
+        (Pass::new(Arc::new(example()), cluster.clone()), cluster)
+    }
+
+    fn applied(cluster: &FileCluster) -> Vec<String> {
+        cluster.applied().into_iter().map(|c| c.name).collect()
+    }
+
+    fn engine() -> (Engine, Metrics) {
+        let metrics = Metrics::new().expect("metrics");
+        (Engine::new(metrics.clone()), metrics)
+    }
+
+    #[tokio::test]
+    async fn a_requeue_ends_the_lane_and_the_last_verdict_of_a_type_wins() {
+        let (engine, metrics) = engine();
+        let (mut pass, cluster) = pass();
+        let flow = engine.run(&LANE, &mut pass).await.expect("no error");
+        assert_eq!(flow, Flow::RequeueAfter(REQUEUE_SECRET_POLLING));
+        assert_eq!(applied(&cluster), ["ready", "waits"]);
+        assert_eq!(pass.verdicts().len(), 1, "one verdict per condition type");
+        assert_eq!(pass.verdicts()[0].reason, Reason::WaitingForDBCredentials);
+        let runs = |step: &str| {
+            metrics
+                .reconcile_duration
+                .with_label_values(&[step])
+                .get_sample_count()
+        };
+        assert_eq!((runs("Ready"), runs("Waits"), runs("Fails")), (1, 1, 0));
+    }
+
+    #[tokio::test]
+    async fn a_failing_plan_is_carried_out_then_ends_the_lane_counted_by_condition() {
+        let (engine, metrics) = engine();
+        let (mut pass, cluster) = pass();
+        let err = engine
+            .run(&FAILING_LANE, &mut pass)
+            .await
+            .expect_err("fails");
+        assert_eq!(err.to_string(), "Fails: broken");
+        assert_eq!(applied(&cluster), ["fails"]);
+        assert_eq!(pass.verdicts()[0].reason, Reason::ComputeConfigError);
+        assert_eq!(
+            metrics
+                .reconcile_errors
+                .with_label_values(&["Fails", "ComputeConfigReady"])
+                .get(),
+            1
+        );
+    }
+
+    #[tokio::test]
+    async fn the_parallel_group_merges_every_members_whole_delta() {
+        let (engine, _) = engine();
+        let (mut pass, _) = pass();
+        let flow = engine.run(&PARALLEL, &mut pass).await.expect("no error");
+        assert_eq!(
+            flow,
+            Flow::RequeueAfter(REQUEUE_DEPLOYMENT_POLLING),
+            "the shortest requeue"
+        );
+        assert_eq!(
+            pass.resolved.broker_port,
+            Some(5671),
+            "a member's resolved value"
+        );
+        assert_eq!(pass.updates.len(), 1, "a member's status field");
+        let reasons: Vec<Reason> = pass.verdicts().iter().map(|v| v.reason).collect();
+        assert!(reasons.contains(&Reason::HPANotRequired));
+        assert!(
+            reasons.contains(&Reason::WaitingForDBCredentials),
+            "members merge in table order: the later SecretsReady verdict wins"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_first_error_cancels_the_peers_and_keeps_the_finished_deltas() {
+        let (engine, _) = engine();
+        let (mut pass, cluster) = pass();
+        let outcome = tokio::time::timeout(
+            Duration::from_secs(5),
+            engine.run(&PARALLEL_WITH_ERROR, &mut pass),
+        )
+        .await
+        .expect("a pending peer is cancelled, not awaited");
+        assert_eq!(outcome.expect_err("fails").to_string(), "Fails: broken");
+        assert!(!applied(&cluster).contains(&"never".to_owned()));
+        assert!(
+            pass.verdicts()
+                .iter()
+                .any(|v| v.reason == Reason::ComputeConfigError),
+            "the failing member's condition is merged"
+        );
+    }
+}

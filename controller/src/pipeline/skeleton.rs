@@ -258,3 +258,74 @@ async fn remove_finalizer<K: Reconciled>(api: &Api<K>, cr: &K) -> Result<(), Rec
         .collect();
     patch_finalizers(api, cr, finalizers, "removing the finalizer").await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nova::fixtures::example;
+    use k8s_openapi::jiff::Timestamp;
+    use nova_api::conditions::NovaConditionType as C;
+    use nova_api::v1alpha1::{Nova, NovaStatus};
+
+    fn verdict(ok: bool, reason: Reason) -> Verdict<C> {
+        Verdict {
+            condition: C::SecretsReady,
+            ok,
+            reason,
+            message: "m".into(),
+        }
+    }
+
+    /// A Nova whose stored SecretsReady is False since a fixed time, as a pass left it.
+    fn waiting() -> Nova {
+        let mut nova = example();
+        let once = next_status(
+            &nova,
+            &[verdict(false, Reason::WaitingForMessagingCredentials)],
+            &[],
+        );
+        let mut stored: NovaStatus = once;
+        for c in &mut stored.conditions {
+            c.last_transition_time = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                Timestamp::from_second(1_700_000_000).expect("time"),
+            );
+        }
+        nova.status = Some(stored);
+        nova
+    }
+
+    #[test]
+    fn a_condition_that_stays_false_keeps_its_time_and_the_status_is_unchanged() {
+        let nova = waiting();
+        // One step says True, a later one False: the pass records the last verdict only.
+        let cluster = std::sync::Arc::new(crate::offline::FileCluster::new(Default::default()));
+        let mut pass = Pass::new(std::sync::Arc::new(nova.clone()), cluster);
+        pass.record(verdict(true, Reason::SecretsAvailable));
+        pass.record(verdict(false, Reason::WaitingForMessagingCredentials));
+        let after = next_status(&nova, pass.verdicts(), &[]);
+        assert_eq!(Some(&after), nova.status.as_ref(), "no status write");
+    }
+
+    #[test]
+    fn ready_and_observed_generation_are_stamped() {
+        let mut nova = example();
+        nova.metadata.generation = Some(7);
+        let status = next_status(&nova, &[verdict(true, Reason::SecretsAvailable)], &[]);
+        assert_eq!(status.observed_generation, Some(7));
+        let ready = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .expect("Ready");
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "NotAllReady")
+        );
+        assert!(
+            status
+                .conditions
+                .iter()
+                .all(|c| c.observed_generation == Some(7))
+        );
+    }
+}
