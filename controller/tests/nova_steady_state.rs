@@ -97,42 +97,10 @@ async fn waiting_and_converged_passes_issue_no_write_and_no_read() {
     let cp = nova_test_harness::shared().await.expect("control plane");
     let client = cp.client().expect("client");
     let ns = cp.namespace("nova-steady").await.expect("namespace");
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
 
     // Every input but the RabbitmqCluster's default-user Secret.
-    create_secret_store(&client, &ns).await;
-    put_secret(
-        &secrets,
-        "nova-api-db",
-        &[("username", "u"), ("password", API_DB_PASSWORD)],
-    )
-    .await;
-    put_secret(
-        &secrets,
-        "nova-db",
-        &[("username", "u"), ("password", CELL_DB_PASSWORD)],
-    )
-    .await;
-    put_secret(&secrets, "nova-keystone", &[("password", SERVICE_PASSWORD)]).await;
-    put_secret(
-        &secrets,
-        "nova-metadata-secret",
-        &[("shared_secret", SHARED_SECRET)],
-    )
-    .await;
-    let rabbits = Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        &ns,
-        &nova_controller::clusters::kinds::rabbitmq_cluster(),
-    );
-    create_with_status(
-        &rabbits,
-        json!({"apiVersion": "rabbitmq.com/v1beta1", "kind": "RabbitmqCluster", "metadata": {"name": "openstack-rabbitmq"}, "spec": {}}),
-        json!({"conditions": [], "defaultUser": {"secretReference": {
-            "name": "openstack-rabbitmq-default-user", "namespace": ns,
-            "keys": {"username": "username", "password": "password"}}}}),
-    )
-    .await;
+    provide_credentials(&client, &ns).await;
+    create_rabbitmq_cluster(&client, &ns).await;
 
     let metrics = start_controller(client.clone(), &ns).await;
     let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
@@ -165,32 +133,9 @@ async fn waiting_and_converged_passes_issue_no_write_and_no_read() {
     );
 
     // Converged: every child applied once, then nothing.
-    put_secret(
-        &secrets,
-        "openstack-rabbitmq-default-user",
-        &[
-            ("username", "default_user"),
-            ("password", RABBIT_PASSWORD),
-            ("host", "openstack-rabbitmq.svc"),
-            ("port", "5672"),
-        ],
-    )
-    .await;
+    put_default_user(&client, &ns).await;
     wait_for_reason(&novas, "nova", "SecretsAvailable").await;
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let nova = novas.get("nova").await.expect("nova");
-        let published = nova.status.is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == "ComputeConfigReady" && c.status == "True")
-        });
-        if published {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the Nova never converged");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_converged(&novas, "nova", || Ok(())).await;
     let converged = five_passes(&client, &novas, &metrics, "converged").await;
     assert_eq!(
         converged,

@@ -147,28 +147,6 @@ pub async fn wait_for_data(api: &Api<Secret>, name: &str, check: impl Fn(&str) -
     }
 }
 
-/// The API server's count of write requests (`apiserver_request_total`) for one resource.
-pub async fn writes(client: &Client, resource: &str, subresource: &str) -> u64 {
-    let request = http::Request::get("/metrics")
-        .body(Vec::new())
-        .expect("request");
-    let text = client
-        .request_text(request)
-        .await
-        .expect("apiserver metrics");
-    text.lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-        .filter(|l| l.contains(&format!("resource=\"{resource}\"")))
-        .filter(|l| l.contains(&format!("subresource=\"{subresource}\"")))
-        .filter(|l| {
-            ["POST", "PUT", "PATCH", "APPLY", "DELETE"]
-                .iter()
-                .any(|v| l.contains(&format!("verb=\"{v}\"")))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
-}
-
 /// The resources a Nova pass reads, as the API server's metrics name them (the Nova itself is
 /// left out: the tests poll it).
 pub const READ_RESOURCES: [&str; 10] = [
@@ -189,9 +167,9 @@ pub const READ_VERBS: [&str; 2] = ["GET", "LIST"];
 /// Write verbs.
 pub const WRITE_VERBS: [&str; 5] = ["POST", "PUT", "PATCH", "APPLY", "DELETE"];
 
-/// The API server's count of requests (`apiserver_request_total`) with one of `verbs` against
-/// one of `resources`, any subresource, summed.
-pub async fn requests(client: &Client, resources: &[&str], verbs: &[&str]) -> u64 {
+/// The API server's request count (`apiserver_request_total`, summed) over the series whose
+/// labels pass `selected`.
+async fn request_total(client: &Client, selected: impl Fn(&str) -> bool) -> u64 {
     let request = http::Request::get("/metrics")
         .body(Vec::new())
         .expect("request");
@@ -200,15 +178,35 @@ pub async fn requests(client: &Client, resources: &[&str], verbs: &[&str]) -> u6
         .await
         .expect("apiserver metrics");
     text.lines()
-        .filter(|l| l.starts_with("apiserver_request_total{"))
-        .filter(|l| {
-            resources
-                .iter()
-                .any(|r| l.contains(&format!("resource=\"{r}\"")))
-        })
-        .filter(|l| verbs.iter().any(|v| l.contains(&format!("verb=\"{v}\""))))
+        .filter(|l| l.starts_with("apiserver_request_total{") && selected(l))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
+}
+
+fn has_label(series: &str, label: &str, values: &[&str]) -> bool {
+    values.iter().any(|v| {
+        series.contains(&format!(",{label}=\"{v}\""))
+            || series.contains(&format!("{{{label}=\"{v}\""))
+    })
+}
+
+/// The API server's count of write requests for one resource and subresource.
+pub async fn writes(client: &Client, resource: &str, subresource: &str) -> u64 {
+    request_total(client, |l| {
+        has_label(l, "resource", &[resource])
+            && has_label(l, "subresource", &[subresource])
+            && has_label(l, "verb", &WRITE_VERBS)
+    })
+    .await
+}
+
+/// The API server's count of requests with one of `verbs` against one of `resources`, any
+/// subresource.
+pub async fn requests(client: &Client, resources: &[&str], verbs: &[&str]) -> u64 {
+    request_total(client, |l| {
+        has_label(l, "resource", resources) && has_label(l, "verb", verbs)
+    })
+    .await
 }
 
 pub fn passes(metrics: &Metrics) -> u64 {
@@ -231,20 +229,9 @@ pub async fn create_secret_store(client: &Client, ns: &str) {
     .await;
 }
 
-/// Creates the example's RabbitmqCluster with its default-user Secret, as its operator would.
-pub async fn create_rabbitmq(client: &Client, ns: &str) {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    put_secret(
-        &secrets,
-        "openstack-rabbitmq-default-user",
-        &[
-            ("username", "default_user"),
-            ("password", RABBIT_PASSWORD),
-            ("host", "openstack-rabbitmq.svc"),
-            ("port", "5672"),
-        ],
-    )
-    .await;
+/// Creates the example's RabbitmqCluster, its status naming the default-user Secret its
+/// operator would create.
+pub async fn create_rabbitmq_cluster(client: &Client, ns: &str) {
     let rabbits =
         Api::<DynamicObject>::namespaced_with(client.clone(), ns, &external::rabbitmq_cluster());
     create_with_status(
@@ -257,9 +244,31 @@ pub async fn create_rabbitmq(client: &Client, ns: &str) {
     .await;
 }
 
-/// Creates every input the credential steps read: a Ready SecretStore, the four credential
-/// Secrets and a RabbitmqCluster with its default-user Secret.
-pub async fn provide_inputs(client: &Client, ns: &str) {
+/// Creates the RabbitmqCluster's default-user Secret, as its operator would.
+pub async fn put_default_user(client: &Client, ns: &str) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    put_secret(
+        &secrets,
+        "openstack-rabbitmq-default-user",
+        &[
+            ("username", "default_user"),
+            ("password", RABBIT_PASSWORD),
+            ("host", "openstack-rabbitmq.svc"),
+            ("port", "5672"),
+        ],
+    )
+    .await;
+}
+
+/// Creates the example's RabbitmqCluster with its default-user Secret, as its operator would.
+pub async fn create_rabbitmq(client: &Client, ns: &str) {
+    put_default_user(client, ns).await;
+    create_rabbitmq_cluster(client, ns).await;
+}
+
+/// Creates every input the Secrets step reads: a Ready SecretStore and the four credential
+/// Secrets.
+pub async fn provide_credentials(client: &Client, ns: &str) {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     create_secret_store(client, ns).await;
     put_secret(
@@ -281,7 +290,39 @@ pub async fn provide_inputs(client: &Client, ns: &str) {
         &[("shared_secret", SHARED_SECRET)],
     )
     .await;
+}
+
+/// Creates every input the credential steps read: the credentials and a RabbitmqCluster with
+/// its default-user Secret.
+pub async fn provide_inputs(client: &Client, ns: &str) {
+    provide_credentials(client, ns).await;
     create_rabbitmq(client, ns).await;
+}
+
+/// Waits until the Nova `name` published its compute contract (ComputeConfigReady=True), the
+/// last step of the pipeline so far; `alive` fails early (a process that exited).
+pub async fn wait_converged(
+    novas: &Api<Nova>,
+    name: &str,
+    mut alive: impl FnMut() -> Result<(), String>,
+) {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if let Err(why) = alive() {
+            panic!("{why}");
+        }
+        let nova = novas.get(name).await.expect("nova");
+        let published = nova.status.is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "ComputeConfigReady" && c.status == "True")
+        });
+        if published {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the Nova {name} never converged");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// The resourceVersions of some Secrets, to tell which ones a change rewrote.
