@@ -148,6 +148,7 @@ pub struct LocalCluster {
     client: Client,
     scope: Option<String>,
     kinds: HashMap<(String, String), Arc<KindCache>>,
+    synced: tokio::sync::watch::Receiver<bool>,
 }
 
 impl LocalCluster {
@@ -164,23 +165,34 @@ impl LocalCluster {
             let cache = start_watch(&client, &scope, spec, served);
             kinds.insert(key(&cache.spec.resource), cache);
         }
+        // One task waits on the stores: a reflector store wakes only the last of several
+        // concurrent `wait_until_ready` callers, so every other caller waits on this flag.
+        let (tx, synced) = tokio::sync::watch::channel(false);
+        let stores: Vec<Arc<KindCache>> = kinds.values().cloned().collect();
+        tokio::spawn(async move {
+            for cache in stores {
+                if let Some(store) = &cache.full {
+                    let _ = store.wait_until_ready().await;
+                }
+                if let Some(store) = &cache.meta {
+                    let _ = store.wait_until_ready().await;
+                }
+            }
+            let _ = tx.send(true);
+        });
         Arc::new(LocalCluster {
             client,
             scope,
             kinds,
+            synced,
         })
     }
 
-    /// Resolves once every watch cache holds its first complete list.
+    /// Resolves once every watch cache holds its first complete list; any number of callers
+    /// may wait at once.
     pub async fn synced(&self) {
-        for cache in self.kinds.values() {
-            if let Some(store) = &cache.full {
-                let _ = store.wait_until_ready().await;
-            }
-            if let Some(store) = &cache.meta {
-                let _ = store.wait_until_ready().await;
-            }
-        }
+        let mut synced = self.synced.clone();
+        let _ = synced.wait_for(|done| *done).await;
     }
 
     /// Whether a kind is registered and served.
