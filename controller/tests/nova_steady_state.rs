@@ -7,9 +7,8 @@ mod nova_support;
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use nova_api::v1alpha1::Nova;
 use nova_controller::metrics::Metrics;
 use nova_support::*;
