@@ -1,6 +1,9 @@
 //! A scale run of the Nova controller against a real API server: how long N Novas take to
-//! converge through the credential, Config and ComputeConfig steps, how many writes that
-//! costs, and how many writes a pass over the converged set costs (the answer must be zero).
+//! converge through the credential, Config and ComputeConfig steps, how many writes and
+//! GET/LIST reads that costs, and how many a pass over the converged set costs (the answer
+//! must be zero for both). All Novas share one namespace and one set of input Secrets, so the
+//! content cache fills once for all of them; Novas with Secrets of their own cost about one
+//! read per referenced Secret on their first pass.
 //!
 //! `cargo bench -p nova-controller --bench scale` (N from `NOVA_SCALE_N`, default 50).
 

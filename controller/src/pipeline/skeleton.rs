@@ -72,7 +72,8 @@ pub enum ReconcileError {
     },
 }
 
-/// One pass over one CR.
+/// One pass over one CR, in a span naming it.
+#[tracing::instrument(skip_all, fields(kind = %K::kind(&()), namespace = %cr.namespace().unwrap_or_default(), name = %cr.name_any()))]
 pub async fn reconcile<K: Reconciled>(
     cr: Arc<K>,
     ctx: Arc<Context<K>>,
