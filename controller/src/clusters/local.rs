@@ -432,38 +432,68 @@ fn start_watch(
     if !served {
         return Arc::new(cache);
     }
-    let kind = resource.kind.clone();
+    let watched = Watched {
+        client,
+        namespace,
+        resource: &resource,
+    };
     match cache.spec.caching {
         Caching::Full => {
             let writer = Writer::<DynamicObject>::new(resource.clone());
             cache.full = Some(writer.as_reader());
-            let api: Api<DynamicObject> = match namespace {
-                Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-                None => Api::all_with(client.clone(), &resource),
-            };
             let cache = Arc::new(cache);
-            let events = watcher(api, watcher::Config::default())
-                .default_backoff()
-                .map_ok(|event| event.modify(|o| strip(&mut o.metadata, false)));
-            tokio::spawn(drive(events, writer, cache.clone(), kind, meta_of));
+            watched.spawn(writer, cache.clone(), false, meta_of);
             cache
         }
         Caching::Metadata | Caching::OnDemand => {
             let writer = Writer::<PartialObjectMeta<DynamicObject>>::new(resource.clone());
             cache.meta = Some(writer.as_reader());
-            let api: Api<PartialObjectMeta<DynamicObject>> = match namespace {
-                Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-                None => Api::all_with(client.clone(), &resource),
-            };
             let cache = Arc::new(cache);
-            let events = watcher(api, watcher::Config::default())
-                .default_backoff()
-                .map_ok(|event| event.modify(|o| strip(&mut o.metadata, true)));
-            tokio::spawn(drive(events, writer, cache.clone(), kind, |o| {
-                Arc::new(o.clone())
-            }));
+            watched.spawn(writer, cache.clone(), true, |o| Arc::new(o.clone()));
             cache
         }
+    }
+}
+
+/// Where one kind is watched.
+struct Watched<'a> {
+    client: &'a Client,
+    namespace: Option<&'a str>,
+    resource: &'a ApiResource,
+}
+
+impl Watched<'_> {
+    /// Starts the watch of whole objects or of metadata (`K`), stripping what no cache holds
+    /// (managedFields too when `strip_fields`), and drives it into `writer`.
+    fn spawn<K>(
+        &self,
+        writer: Writer<K>,
+        cache: Arc<KindCache>,
+        strip_fields: bool,
+        meta: fn(&K) -> Meta,
+    ) where
+        K: kube::Resource<DynamicType = ApiResource, Scope = kube::core::DynamicResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        let api: Api<K> = match self.namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, self.resource),
+            None => Api::all_with(self.client.clone(), self.resource),
+        };
+        let events = watcher(api, watcher::Config::default())
+            .default_backoff()
+            .map_ok(move |event| event.modify(|o| strip(o.meta_mut(), strip_fields)));
+        tokio::spawn(drive(
+            events,
+            writer,
+            cache,
+            self.resource.kind.clone(),
+            meta,
+        ));
     }
 }
 
@@ -474,7 +504,7 @@ async fn drive<K, S>(
     mut writer: Writer<K>,
     cache: Arc<KindCache>,
     kind: String,
-    meta: impl Fn(&K) -> Meta,
+    meta: fn(&K) -> Meta,
 ) where
     K: kube::Resource<DynamicType = ApiResource> + Clone + Send + Sync + 'static,
     S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
