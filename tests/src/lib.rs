@@ -18,9 +18,11 @@
 mod binaries;
 mod control_plane;
 mod crds;
+pub mod http;
 pub mod images;
 pub mod kwok;
 pub mod node;
+pub mod openstack;
 mod pki;
 pub mod pods;
 mod process;

@@ -78,8 +78,9 @@ pub(crate) fn cni_conflist(layout: &Layout) -> serde_json::Value {
     })
 }
 
-/// The KubeletConfiguration.
-pub(crate) fn kubelet_config(layout: &Layout) -> serde_json::Value {
+/// The KubeletConfiguration. Pod logs go to `pod_logs` (the control plane's log directory, so
+/// they stay with the component logs when a failing test keeps them).
+pub(crate) fn kubelet_config(layout: &Layout, pod_logs: &Path) -> serde_json::Value {
     let pki = layout.pki();
     json!({
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -106,7 +107,7 @@ pub(crate) fn kubelet_config(layout: &Layout) -> serde_json::Value {
         // never change the host's.
         "protectKernelDefaults": true,
         "containerRuntimeEndpoint": format!("unix://{}", super::CONTAINERD_SOCKET),
-        "podLogsDir": layout.run().join("pod-logs").display().to_string(),
+        "podLogsDir": pod_logs.display().to_string(),
         // Pods never get the host's resolver.
         "resolvConf": layout.config().join("resolv.conf").display().to_string(),
         "clusterDomain": "cluster.local",
@@ -228,7 +229,8 @@ mod tests {
 
     #[test]
     fn kubelet_only_checks_sysctls_and_never_uses_the_host_resolver() {
-        let k = kubelet_config(&layout());
+        let k = kubelet_config(&layout(), Path::new("/cp/logs/pods"));
+        assert_eq!(k["podLogsDir"], "/cp/logs/pods");
         assert_eq!(k["protectKernelDefaults"], true);
         assert_eq!(k["failCgroupV1"], false);
         assert_eq!(k["authentication"]["anonymous"]["enabled"], false);

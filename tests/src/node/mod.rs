@@ -324,7 +324,11 @@ pub(crate) fn prepare_host(layout: &Layout, testbin: &Path) -> Result<()> {
 
 /// Writes every configuration file of the node into the run directory; returns the kubelet's
 /// sysctl binds (file, `/proc/sys` target).
-pub(crate) fn write_configs(layout: &Layout, ports: &NodePorts) -> Result<Vec<(PathBuf, PathBuf)>> {
+pub(crate) fn write_configs(
+    layout: &Layout,
+    ports: &NodePorts,
+    pod_logs: &Path,
+) -> Result<Vec<(PathBuf, PathBuf)>> {
     let write = |path: PathBuf, text: &str| {
         fs::write(&path, text).map_err(io_err(format!("writing {}", path.display())))
     };
@@ -344,7 +348,7 @@ pub(crate) fn write_configs(layout: &Layout, ports: &NodePorts) -> Result<Vec<(P
     )?;
     write(
         cfg.join("kubelet.yaml"),
-        &config::yaml(&config::kubelet_config(layout))?,
+        &config::yaml(&config::kubelet_config(layout, pod_logs))?,
     )?;
     write(
         cfg.join("kube-proxy.yaml"),

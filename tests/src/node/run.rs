@@ -125,7 +125,10 @@ impl ControlPlane {
             dns_health,
             dns_ready,
         };
-        let binds = super::write_configs(layout, &ports)?;
+        let pod_logs = self.log_dir().join("pods");
+        std::fs::create_dir_all(&pod_logs)
+            .map_err(io_err(format!("creating {}", pod_logs.display())))?;
+        let binds = super::write_configs(layout, &ports, &pod_logs)?;
         self.write_node_credentials(layout)?;
         let bin = |name: &str| options.testbin.join(name);
         let cfg = layout.config();
