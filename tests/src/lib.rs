@@ -26,6 +26,7 @@ pub mod openstack;
 mod pki;
 pub mod pods;
 mod process;
+pub mod simulated;
 pub mod webhook;
 
 use std::path::PathBuf;

@@ -399,3 +399,130 @@ async fn nova_runs_for_real_from_hand_written_templates() -> Result<()> {
     );
     Ok(())
 }
+
+/// The simulated infrastructure operators have real effects: a Database/User/Grant triple makes
+/// a schema the user can really write to, a RabbitmqCluster gets its default-user Secret for the
+/// real broker, and a SecretStore is reported Ready.
+#[tokio::test]
+async fn the_simulated_operators_have_real_effects() -> Result<()> {
+    let cp = shared_real_node().await?;
+    let os = openstack::shared(cp, RELEASE).await?;
+    let _operators = nova_test_harness::simulated::start(os)?;
+    let client = cp.client()?;
+    let ns = cp.namespace("simulated").await?;
+    os.expose_in(&client, &ns).await?;
+    let password = openstack::random_password()?;
+    write_secret(&client, &ns, "sim-db-password", &[("password", &password)]).await?;
+    let mariadb_ref = json!({ "name": openstack::MARIADB });
+    let objects = [
+        (
+            "k8s.mariadb.com/v1alpha1",
+            "Database",
+            "databases",
+            "sim-db",
+            json!({ "mariaDbRef": mariadb_ref, "name": "simdb" }),
+        ),
+        (
+            "k8s.mariadb.com/v1alpha1",
+            "User",
+            "users",
+            "sim-user",
+            json!({ "mariaDbRef": mariadb_ref, "name": "simuser", "host": "%",
+            "passwordSecretKeyRef": { "name": "sim-db-password", "key": "password" } }),
+        ),
+        (
+            "k8s.mariadb.com/v1alpha1",
+            "Grant",
+            "grants",
+            "sim-grant",
+            json!({ "mariaDbRef": mariadb_ref, "privileges": ["ALL PRIVILEGES"],
+            "database": "simdb", "table": "*", "username": "simuser", "host": "%" }),
+        ),
+        (
+            "rabbitmq.com/v1beta1",
+            "RabbitmqCluster",
+            "rabbitmqclusters",
+            openstack::RABBITMQ,
+            json!({}),
+        ),
+        (
+            "external-secrets.io/v1",
+            "SecretStore",
+            "secretstores",
+            "sim-store",
+            json!({ "provider": { "fake": { "data": [] } } }),
+        ),
+    ];
+    for (api_version, kind, plural, name, spec) in &objects {
+        let (group, version) = api_version.split_once('/').context("group/version")?;
+        let ar = kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(group, version, kind),
+            plural,
+        );
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+        let object: kube::api::DynamicObject = serde_json::from_value(json!({
+            "apiVersion": api_version, "kind": kind, "metadata": { "name": name }, "spec": spec
+        }))?;
+        api.create(&kube::api::PostParams::default(), &object)
+            .await?;
+    }
+    for (api_version, kind, plural, name, _) in &objects {
+        let (group, version) = api_version.split_once('/').context("group/version")?;
+        let ar = kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk(group, version, kind),
+            plural,
+        );
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let o = api.get(name).await?;
+            let conditions = o.data["status"]["conditions"].clone();
+            if conditions
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            {
+                break;
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "{kind} {name} never became Ready: {conditions}"
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+    // The user really owns the schema.
+    apply_all(
+        &client,
+        &[json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": { "name": "sim-check", "namespace": ns },
+            "spec": { "backoffLimit": 0, "template": { "spec": {
+                "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                "containers": [{ "name": "sql", "image": nova_test_harness::images::MARIADB_IMAGE, "imagePullPolicy": "Never",
+                    "command": ["sh", "-c", format!("mariadb -h {}.{ns}.svc -u simuser -D simdb -e 'CREATE TABLE t (i INT); SELECT COUNT(*) FROM t'", openstack::MARIADB)],
+                    "env": [{ "name": "MYSQL_PWD", "valueFrom": { "secretKeyRef": { "name": "sim-db-password", "key": "password" } } }] }]
+            }}}
+        })],
+    )
+    .await?;
+    let check = pods::wait_for_job_termination(&client, &ns, "sim-check", "sql", TIMEOUT).await?;
+    ensure!(
+        check.exit_code == 0,
+        "the simulated user cannot use its schema: {check:?}"
+    );
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    let default_user = secrets
+        .get(&format!("{}-default-user", openstack::RABBITMQ))
+        .await?;
+    let data = default_user.data.unwrap_or_default();
+    let host = data
+        .get("host")
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned());
+    ensure!(
+        host.as_deref() == Some(&format!("{}.{ns}.svc", openstack::RABBITMQ)),
+        "{host:?}"
+    );
+    Ok(())
+}

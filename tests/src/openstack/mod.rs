@@ -103,7 +103,7 @@ pub fn random_password() -> Result<String> {
 }
 
 /// A deployed OpenStack.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct OpenStack {
     release: String,
     passwords: Passwords,
@@ -187,7 +187,7 @@ impl OpenStack {
         &self.release
     }
 
-    fn client(&self) -> Result<kube::Client> {
+    pub(crate) fn client(&self) -> Result<kube::Client> {
         kube::Client::try_from(self.config.clone()).map_err(kube_err("creating a kube client"))
     }
 
@@ -373,29 +373,23 @@ impl OpenStack {
         let keystone = self.endpoint(KEYSTONE, Ports::KEYSTONE).await?;
         let token = retry_until(Duration::from_secs(60), || self.admin_token()).await?;
         let auth = [("X-Auth-Token", token.as_str())];
-        let call = |method: &'static str, path: String, body: Value| {
-            async move {
-                let r = http::request(keystone, method, &path, &auth, Some(&body)).await?;
-                if r.status == 409 || (200..300).contains(&r.status) {
-                    Ok(r)
-                } else {
-                    Err(invalid(
-                        "setting up Keystone",
-                        format!("{method} {path} answered {}", r.status),
-                    ))
-                }
+        let call = |method: &'static str, path: String, body: Value| async move {
+            let r = http::request(keystone, method, &path, &auth, Some(&body)).await?;
+            if r.status == 409 || (200..300).contains(&r.status) {
+                Ok(r)
+            } else {
+                Err(invalid(
+                    "setting up Keystone",
+                    format!("{method} {path} answered {}", r.status),
+                ))
             }
         };
-        let find = |path: String, key: &'static str| {
-            async move {
-                let r = http::request(keystone, "GET", &path, &auth, None).await?;
-                r.json()?[key][0]["id"]
-                    .as_str()
-                    .map(str::to_owned)
-                    .ok_or_else(|| {
-                        invalid("setting up Keystone", format!("GET {path} found nothing"))
-                    })
-            }
+        let find = |path: String, key: &'static str| async move {
+            let r = http::request(keystone, "GET", &path, &auth, None).await?;
+            r.json()?[key][0]["id"]
+                .as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| invalid("setting up Keystone", format!("GET {path} found nothing")))
         };
         call(
             "POST",
