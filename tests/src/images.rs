@@ -100,7 +100,8 @@ fn imported_record(layout: &Layout) -> PathBuf {
 
 /// Imports every image of the manifest containerd does not have yet (by archive name) into
 /// its `k8s.io` namespace and tags it with all its references.
-pub(crate) async fn import_all(ctr: &Path, manifest: &Path, layout: &Layout) -> Result<()> {
+/// (Blocking: it runs while the node starts, when nothing else needs the runtime.)
+pub(crate) fn import_all(ctr: &Path, manifest: &Path, layout: &Layout) -> Result<()> {
     let text = std::fs::read_to_string(manifest).map_err(|e| Error::Invalid {
         context: format!("reading {}", manifest.display()),
         message: format!("{e}; build the images with `tests/build-images.sh`"),
@@ -127,10 +128,9 @@ pub(crate) async fn import_all(ctr: &Path, manifest: &Path, layout: &Layout) -> 
                 "linux/amd64",
                 &archive.display().to_string(),
             ],
-        )
-        .await?;
+        )?;
         for extra in &image.refs[1..] {
-            ctr_run(ctr, &["images", "tag", "--force", &image.refs[0], extra]).await?;
+            ctr_run(ctr, &["images", "tag", "--force", &image.refs[0], extra])?;
         }
         done.insert(image.archive.clone());
         let text: String = done.iter().map(|a| format!("{a}\n")).collect();
@@ -139,27 +139,16 @@ pub(crate) async fn import_all(ctr: &Path, manifest: &Path, layout: &Layout) -> 
     Ok(())
 }
 
-async fn ctr_run(ctr: &Path, args: &[&str]) -> Result<()> {
-    let context = format!("ctr {}", args.join(" "));
-    let out = tokio::process::Command::new(ctr)
-        .args([
-            "--address",
-            crate::node::CONTAINERD_SOCKET,
-            "--namespace",
-            "k8s.io",
-        ])
-        .args(args)
-        .output()
-        .await
-        .map_err(io_err(context.clone()))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(Error::Invalid {
-            context,
-            message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        })
-    }
+fn ctr_run(ctr: &Path, args: &[&str]) -> Result<()> {
+    let ctr = ctr.display().to_string();
+    let mut all = vec![
+        "--address",
+        crate::node::CONTAINERD_SOCKET,
+        "--namespace",
+        "k8s.io",
+    ];
+    all.extend_from_slice(args);
+    crate::node::host_output(&ctr, &all).map(|_| ())
 }
 
 #[cfg(test)]

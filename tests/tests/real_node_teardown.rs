@@ -89,18 +89,11 @@ fn snapshot() -> BTreeMap<&'static str, String> {
         );
     }
     s.insert("fixed paths", {
-        [
-            "/run/containerd",
-            "/var/lib/kubelet",
-            "/var/log/containers",
-            "/var/log/pods",
-            "/var/lib/cni",
-            "/run/netns",
-        ]
-        .iter()
-        .map(|p| format!("{p}={}", std::path::Path::new(p).exists()))
-        .collect::<Vec<_>>()
-        .join(" ")
+        node::FIXED_PATHS
+            .iter()
+            .map(|p| format!("{p}={}", std::path::Path::new(p).exists()))
+            .collect::<Vec<_>>()
+            .join(" ")
     });
     let testbin = testbin_dir();
     s.insert("node processes", {

@@ -19,6 +19,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub(crate) use host::output as host_output;
 pub use run::NodeTimings;
 pub(crate) use run::Session;
 
@@ -50,7 +51,7 @@ pub(crate) const CNI_BIN_DIR: &str = "/usr/lib/cni";
 const IP_FORWARD: &str = "/proc/sys/net/ipv4/ip_forward";
 /// Paths the components use whatever their flags say; removed at teardown if the node created
 /// them.
-const FIXED_PATHS: [&str; 6] = [
+pub const FIXED_PATHS: [&str; 6] = [
     "/run/containerd",
     "/var/lib/kubelet",
     "/var/log/containers",

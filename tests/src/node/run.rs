@@ -154,7 +154,7 @@ impl ControlPlane {
             Path::new(super::CONTAINERD_SOCKET).exists().then_some(())
         })
         .await?;
-        images::import_all(&bin("ctr"), &images::manifest_path(), layout).await?;
+        images::import_all(&bin("ctr"), &images::manifest_path(), layout)?;
         timings.containerd_ready = started.elapsed();
 
         let client = self.client()?;
