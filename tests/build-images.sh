@@ -50,6 +50,8 @@ build_image() {
   rm -f "$ARCHIVES/$archive.tmp"
   "${PODMAN[@]}" save --format oci-archive -o "$ARCHIVES/$archive.tmp" "${refs[0]}"
   mv "$ARCHIVES/$archive.tmp" "$ARCHIVES/$archive"
+  # The archive is what the node imports; podman's copy would only double the disk use.
+  "${PODMAN[@]}" rmi -f "$tag" "${refs[0]}" >/dev/null
   log images "built $name in $(( $(date +%s) - t ))s ($(du -h "$ARCHIVES/$archive" | cut -f1))"
 }
 
