@@ -4,9 +4,10 @@
 # base (debootstrap), MariaDB, RabbitMQ and memcached from Debian's packages, and one nova
 # image per release holding the pinned nova, Placement and Keystone. Every image is keyed by a
 # hash of its recipe (Containerfile, build arguments, context, base), so an unchanged recipe is
-# never rebuilt; manifest.tsv lists the current archives and their tags. Needs root, podman and
-# debootstrap (HOST_PACKAGES in versions.env) and the node binaries (tests/build-node.sh).
-# Prints the image cache directory last.
+# never rebuilt; manifest.tsv lists the current archives and their tags. Needs root, podman,
+# debootstrap (HOST_PACKAGES in versions.env), gcc and go (for the pause binary); independent of
+# the other build scripts, so scripts/test.sh runs it beside them. Prints the image cache
+# directory last.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/build-lib.sh"
 IMAGES=${NOVA_IMAGES_DIR:-$HOME/.cache/nova-operator-images}
@@ -20,7 +21,7 @@ MANIFEST=()
 for tool in podman debootstrap; do
   command -v "$tool" >/dev/null || { log images "$tool is required (Debian package, see HOST_PACKAGES in tests/versions.env)"; exit 1; }
 done
-[ -x "$BIN/pause" ] || { log images "$BIN/pause is missing: run tests/build-node.sh first"; exit 1; }
+command -v gcc >/dev/null || { log images "gcc is required to build the pause binary"; exit 1; }
 
 # build_image NAME CONTEXT_DIR EXTRA_HASH_INPUT REF... [-- PODMAN_BUILD_ARGS...]
 # Builds CONTEXT_DIR/Containerfile unless an archive of the same recipe hash exists. The hash
@@ -55,8 +56,11 @@ build_image() {
   log images "built $name in $(( $(date +%s) - t ))s ($(du -h "$ARCHIVES/$archive" | cut -f1))"
 }
 
-# The pause image, from the node build's static binary.
-ctx=$(mktemp -d); cp "$HERE/images/pause/Containerfile" "$BIN/pause" "$ctx/"
+# The pause image: a static build of the kubernetes module's build/pause/linux/pause.c.
+ctx=$(mktemp -d); cp "$HERE/images/pause/Containerfile" "$ctx/"
+K8S_SRC=$(go_module_dir "k8s.io/kubernetes@v$K8S_VERSION")
+gcc -Os -static -Wall -DVERSION="v$K8S_VERSION" -o "$ctx/pause" "$K8S_SRC/build/pause/linux/pause.c"
+strip "$ctx/pause"
 build_image pause "$ctx" "" localhost/nova-test/pause:v$K8S_VERSION
 rm -rf "$ctx"
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real test node's binaries from pinned sources into the control plane's cache
 # directory: kubelet and kube-proxy (node-bins, the control plane's k8s.io/kubernetes set),
-# containerd with its runc shim and ctr (containerd-bins), CoreDNS, and the static pause
-# binary from the kubernetes module's build/pause/linux/pause.c. runc, the CNI plugins and
+# containerd with its runc shim and ctr (containerd-bins) and CoreDNS (the pause image is
+# tests/build-images.sh's). runc, the CNI plugins and
 # nftables come from Debian (HOST_PACKAGES in versions.env). Its own stamp (.stamp-node), so
 # the control plane is never rebuilt for it. Prints the cache directory last.
 set -euo pipefail
@@ -17,7 +17,6 @@ if stamp_is "$STAMP" "$STAMP_WANT"; then
   echo "$BIN"; exit 0
 fi
 command -v go >/dev/null || { log node "go is required to build the test node"; exit 1; }
-command -v gcc >/dev/null || { log node "gcc is required to build the pause binary"; exit 1; }
 mkdir -p "$BIN"
 rm -f "$STAMP"
 start=$(date +%s)
@@ -41,11 +40,6 @@ done
 timed node "coredns $COREDNS_VERSION" \
   bash -c 'cd "$(mktemp -d)" && GOFLAGS= GOBIN="$1" go install -trimpath -ldflags="-s -w" "github.com/coredns/coredns@$2"' \
   _ "$BIN" "$COREDNS_VERSION"
-
-K8S_SRC=$(go_module_dir "k8s.io/kubernetes@v$K8S_VERSION")
-timed node "pause (static)" \
-  gcc -Os -static -Wall -DVERSION="v$K8S_VERSION" -o "$BIN/pause" "$K8S_SRC/build/pause/linux/pause.c"
-strip "$BIN/pause"
 
 "$BIN/kubelet" --version >&2
 "$BIN/containerd" --version >&2
