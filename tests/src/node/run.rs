@@ -25,6 +25,15 @@ impl Session {
     /// Takes the machine-wide lock, cleans what an earlier crashed run left, and prepares the
     /// host (bridge, guard, cgroups, fixed paths) so the API server can bind the bridge address.
     pub fn begin(options: &Options) -> Result<Self> {
+        if options.lifetime == crate::Lifetime::Detached {
+            // Its teardown runs when the process that started it exits.
+            return Err(crate::Error::Invalid {
+                context: "starting the real node".into(),
+                message: "the real node lives only as long as the process that starts it; \
+                          it cannot be detached"
+                    .into(),
+            });
+        }
         if !nix_root() {
             return Err(crate::Error::Invalid {
                 context: "starting the real node".into(),
