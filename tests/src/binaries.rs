@@ -8,13 +8,16 @@ use crate::{Error, Result};
 pub const K8S_VERSION: &str = "1.36.3";
 
 /// The binaries a control plane needs.
-pub(crate) const REQUIRED: [&str; 5] = [
+pub(crate) const CONTROL_PLANE: &[&str] = &[
     "etcd",
     "kube-apiserver",
     "kube-controller-manager",
     "kube-scheduler",
     "kwok",
 ];
+
+/// The binaries the real node needs on top (`tests/build-node.sh`).
+pub(crate) const NODE: &[&str] = &crate::node::BINARIES;
 
 /// `$HOME/.cache/nova-operator-testbin/v<version>`, the build script's default output.
 pub fn default_testbin_dir() -> PathBuf {
@@ -30,10 +33,10 @@ pub fn testbin_dir() -> PathBuf {
         .map_or_else(default_testbin_dir, PathBuf::from)
 }
 
-/// Checks that every required binary is present and executable in `dir`.
-pub(crate) fn check(dir: &Path) -> Result<()> {
+/// Checks that every binary of `required` is present and executable in `dir`.
+pub(crate) fn check(dir: &Path, required: &[&str]) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let missing: Vec<&str> = REQUIRED
+    let missing: Vec<&str> = required
         .iter()
         .copied()
         .filter(|name| {
@@ -48,6 +51,11 @@ pub(crate) fn check(dir: &Path) -> Result<()> {
         Err(Error::MissingBinaries {
             dir: dir.to_path_buf(),
             missing: missing.join(", "),
+            script: if required == NODE {
+                "tests/build-node.sh"
+            } else {
+                "tests/build-control-plane.sh"
+            },
         })
     }
 }

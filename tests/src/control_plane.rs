@@ -13,8 +13,13 @@ use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use tokio::sync::OnceCell;
 
+use crate::node::{self, NodeTimings, Session};
 use crate::process::{self, ChildSpec, Component, Lifetime};
 use crate::{Error, Result, binaries, crds, io_err, kube_err, kwok, pki};
+
+/// The Service CIDR (`--service-cluster-ip-range`); pods on the real node route only it and
+/// the pod subnet.
+pub(crate) const SERVICE_CIDR: &str = "10.96.0.0/24";
 
 /// How to start a control plane. `Options::default()` is what [`shared`] uses.
 #[derive(Clone, Debug)]
@@ -31,6 +36,12 @@ pub struct Options {
     pub lifetime: Lifetime,
     /// Upper bound for each start-up wait.
     pub timeout: Duration,
+    /// Also start the machine's one real node (kubelet, containerd, kube-proxy, CoreDNS) beside
+    /// the kwok node: pods then run for real, the API server listens on the pod bridge
+    /// (`https://10.88.0.1:<port>`) so pods reach it through the `kubernetes` Service, and the
+    /// kwok node is tainted so only pods that tolerate it land there. Needs root and the
+    /// binaries of `tests/build-node.sh`; waits for the machine-wide node lock.
+    pub real_node: bool,
 }
 
 impl Default for Options {
@@ -41,6 +52,7 @@ impl Default for Options {
             state_dir: None,
             lifetime: Lifetime::TiedToParent,
             timeout: Duration::from_secs(120),
+            real_node: false,
         }
     }
 }
@@ -52,8 +64,11 @@ pub struct StartupTimings {
     pub api_ready: Duration,
     /// Until every CRD was Established.
     pub crds_established: Duration,
-    /// Until the controller-manager, scheduler and kwok were working (fake node Ready).
+    /// Until the controller-manager, scheduler and kwok were working (fake node Ready), and
+    /// the real node too when one was asked for.
     pub total: Duration,
+    /// The real node's parts, when one was started.
+    pub node: Option<NodeTimings>,
 }
 
 /// A running control plane. Dropping an owned one stops it; the [`shared`] one lives until the
@@ -64,6 +79,8 @@ pub struct ControlPlane {
     kubeconfig: PathBuf,
     server: String,
     ca_pem: String,
+    ca: Option<nova_certs::CertificateAuthority>,
+    node: Option<Session>,
     config: Option<kube::Config>,
     components: Mutex<Vec<Component>>,
     crds: Vec<String>,
@@ -78,9 +95,28 @@ pub struct ControlPlane {
 /// instead of each retrying a slow start.
 pub async fn shared() -> Result<&'static ControlPlane> {
     static SHARED: OnceCell<std::result::Result<ControlPlane, String>> = OnceCell::const_new();
-    let started = SHARED
+    shared_in(&SHARED, Options::default()).await
+}
+
+/// Like [`shared`], with the machine's real node: one control plane with the node per test
+/// binary, started on first use (waiting for the machine-wide node lock) and torn down when
+/// the process exits. Don't use it beside another real-node control plane in the same binary.
+pub async fn shared_real_node() -> Result<&'static ControlPlane> {
+    static SHARED: OnceCell<std::result::Result<ControlPlane, String>> = OnceCell::const_new();
+    let options = Options {
+        real_node: true,
+        ..Options::default()
+    };
+    shared_in(&SHARED, options).await
+}
+
+async fn shared_in(
+    cell: &'static OnceCell<std::result::Result<ControlPlane, String>>,
+    options: Options,
+) -> Result<&'static ControlPlane> {
+    let started = cell
         .get_or_init(|| async {
-            match ControlPlane::start().await {
+            match ControlPlane::start_with(options).await {
                 Ok(cp) => {
                     process::clean_at_exit(&cp.dir);
                     Ok(cp)
@@ -106,7 +142,10 @@ impl ControlPlane {
         let started = Instant::now();
         // kube's rustls needs a process-wide crypto provider; another caller may have set it.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        binaries::check(&options.testbin)?;
+        binaries::check(&options.testbin, binaries::CONTROL_PLANE)?;
+        if options.real_node {
+            binaries::check(&options.testbin, binaries::NODE)?;
+        }
         let (dir, owns_dir) = match &options.state_dir {
             Some(dir) => {
                 std::fs::create_dir_all(dir)
@@ -127,6 +166,8 @@ impl ControlPlane {
             owns_dir,
             server: String::new(),
             ca_pem: String::new(),
+            ca: None,
+            node: None,
             config: None,
             components: Mutex::new(Vec::new()),
             crds: Vec::new(),
@@ -162,10 +203,21 @@ impl ControlPlane {
             .map_err(io_err(format!("creating {}", log_dir.display())))?;
         std::fs::write(self.dir.join(STATE_MARKER), "")
             .map_err(io_err(format!("writing into {}", self.dir.display())))?;
-        let [etcd_port, etcd_peer_port, api_port] = free_ports()?;
-        self.server = format!("https://127.0.0.1:{api_port}");
-        let pki = pki::generate(&self.dir.join("pki"))?;
+        if options.real_node {
+            // First, so the API server can bind the bridge address.
+            self.node = Some(Session::begin(options)?);
+        }
+        let api_ip = if options.real_node {
+            node::BRIDGE_IP
+        } else {
+            "127.0.0.1"
+        };
+        let [etcd_port, etcd_peer_port] = free_ports("127.0.0.1")?;
+        let [api_port] = free_ports(api_ip)?;
+        self.server = format!("https://{api_ip}:{api_port}");
+        let (pki, ca) = pki::generate(&self.dir.join("pki"))?;
         self.ca_pem = pki.ca_pem.clone();
+        self.ca = Some(ca);
         pki::write_kubeconfig(&self.kubeconfig, &self.server, &pki)?;
 
         let bin = |name: &str| options.testbin.join(name);
@@ -188,32 +240,47 @@ impl ControlPlane {
                 "--log-level=warn".into(),
             ],
         )?;
+        let mut apiserver_args = vec![
+            format!("--etcd-servers={etcd_url}"),
+            format!("--bind-address={api_ip}"),
+            format!("--advertise-address={api_ip}"),
+            format!("--secure-port={api_port}"),
+            format!("--tls-cert-file={}", path(&pki.apiserver_crt)),
+            format!("--tls-private-key-file={}", path(&pki.apiserver_key)),
+            format!("--client-ca-file={}", path(&pki.ca_crt)),
+            format!("--service-account-issuer={}", self.server),
+            format!("--service-account-key-file={}", path(&pki.sa_pub)),
+            format!("--service-account-signing-key-file={}", path(&pki.sa_key)),
+            format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+            "--authorization-mode=RBAC".into(),
+            "--allow-privileged=true".into(),
+            // This plugin taints new nodes not-ready until the node-lifecycle controller,
+            // which is disabled below, clears it: the kwok node would never take pods.
+            "--disable-admission-plugins=TaintNodesByCondition".into(),
+            format!("--cert-dir={}", path(&dir.join("apiserver"))),
+            "--profiling=false".into(),
+            "--v=1".into(),
+        ];
+        if options.real_node {
+            // The `kubernetes` Service gets the bridge endpoint (default lease reconciler), and
+            // the API server reaches the kubelet on the node IP with a CA-signed certificate.
+            apiserver_args.extend([
+                "--kubelet-preferred-address-types=InternalIP".into(),
+                format!(
+                    "--kubelet-client-certificate={}",
+                    path(&dir.join("pki/admin.crt"))
+                ),
+                format!("--kubelet-client-key={}", path(&dir.join("pki/admin.key"))),
+            ]);
+        } else {
+            // Nothing could reach an endpoint; the `kubernetes` Service stays empty.
+            apiserver_args.push("--endpoint-reconciler-type=none".into());
+        }
         self.spawn(
             options,
             "kube-apiserver",
             bin("kube-apiserver"),
-            vec![
-                format!("--etcd-servers={etcd_url}"),
-                "--bind-address=127.0.0.1".into(),
-                "--advertise-address=127.0.0.1".into(),
-                format!("--secure-port={api_port}"),
-                format!("--tls-cert-file={}", path(&pki.apiserver_crt)),
-                format!("--tls-private-key-file={}", path(&pki.apiserver_key)),
-                format!("--client-ca-file={}", path(&pki.ca_crt)),
-                format!("--service-account-issuer={}", self.server),
-                format!("--service-account-key-file={}", path(&pki.sa_pub)),
-                format!("--service-account-signing-key-file={}", path(&pki.sa_key)),
-                "--service-cluster-ip-range=10.96.0.0/24".into(),
-                "--authorization-mode=RBAC".into(),
-                "--allow-privileged=true".into(),
-                "--endpoint-reconciler-type=none".into(),
-                // This plugin taints new nodes not-ready until the node-lifecycle controller,
-                // which is disabled below, clears it: the kwok node would never take pods.
-                "--disable-admission-plugins=TaintNodesByCondition".into(),
-                format!("--cert-dir={}", path(&dir.join("apiserver"))),
-                "--profiling=false".into(),
-                "--v=1".into(),
-            ],
+            apiserver_args,
         )?;
 
         let kubeconfig = Kubeconfig::read_from(&self.kubeconfig)
@@ -245,7 +312,7 @@ impl ControlPlane {
         let files = crds::crd_files(&options.crd_dirs)?;
         let (crd_names, ()) = tokio::try_join!(
             crds::install_crds(&client, &files, options.timeout),
-            create_node(&client),
+            create_node(&client, options.real_node),
         )?;
         self.crds = crd_names;
         self.timings.crds_established = started.elapsed();
@@ -287,7 +354,11 @@ impl ControlPlane {
         let stages = kwok::write_stages(&dir.join("kwok"))?;
         let mut kwok_args = vec![
             kubeconfig_arg,
-            "--manage-all-nodes=true".into(),
+            // Only its own fake nodes: a real kubelet's node must never be taken over.
+            format!(
+                "--manage-nodes-with-annotation-selector={}",
+                kwok::NODE_ANNOTATION_SELECTOR
+            ),
             "--node-ip=127.0.0.1".into(),
             "--cidr=10.244.0.0/16".into(),
             "--node-lease-duration-seconds=40".into(),
@@ -312,6 +383,9 @@ impl ControlPlane {
         // The controller-manager is working once it created the default ServiceAccount.
         self.wait_for_default_service_account(&client, "default", options.timeout)
             .await?;
+        if let Some(layout) = self.node.as_ref().map(|s| s.layout.clone()) {
+            self.timings.node = Some(self.start_node(options, &layout, started).await?);
+        }
         self.timings.total = started.elapsed();
         Ok(())
     }
@@ -323,13 +397,18 @@ impl ControlPlane {
         program: PathBuf,
         args: Vec<String>,
     ) -> Result<()> {
-        let spec = ChildSpec {
-            name: name.to_owned(),
+        self.spawn_spec(ChildSpec::new(
+            name,
             program,
             args,
-            log: self.log_dir().join(format!("{name}.log")),
-            lifetime: options.lifetime,
-        };
+            self.log_dir().join(format!("{name}.log")),
+            options.lifetime,
+        ))
+    }
+
+    /// Starts a component and records it (for [`check_alive`](Self::check_alive) and stop).
+    pub(crate) fn spawn_spec(&self, spec: ChildSpec) -> Result<()> {
+        let name = spec.name.clone();
         let component = process::spawn(spec).map_err(io_err(format!("starting {name}")))?;
         self.components
             .lock()
@@ -355,7 +434,12 @@ impl ControlPlane {
     }
 
     /// Polls `probe` every 100 ms until it yields a value, failing early if a component dies.
-    async fn wait<T, F, Fut>(&self, what: &str, timeout: Duration, mut probe: F) -> Result<T>
+    pub(crate) async fn wait<T, F, Fut>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut probe: F,
+    ) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Option<T>>,
@@ -462,6 +546,16 @@ impl ControlPlane {
         &self.ca_pem
     }
 
+    /// The CA itself, for components that need a certificate of their own (the kubelet).
+    pub(crate) fn ca(&self) -> Option<&nova_certs::CertificateAuthority> {
+        self.ca.as_ref()
+    }
+
+    /// Whether this control plane runs the real node.
+    pub fn has_real_node(&self) -> bool {
+        self.node.is_some()
+    }
+
     /// The state directory (PKI, etcd data, kwok stages, logs).
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -506,6 +600,11 @@ impl Drop for ControlPlane {
         let pids: Vec<u32> = self.pids().into_iter().map(|(_, pid)| pid).collect();
         process::kill_and_reap(&pids, Duration::from_secs(5));
         process::forget(&pids);
+        if let Some(node) = self.node.take()
+            && let Err(e) = node.end()
+        {
+            eprintln!("nova-test-harness: {e}");
+        }
         if self.failed {
             eprintln!(
                 "nova-test-harness: control plane failed to start; state and logs kept in {}",
@@ -521,10 +620,10 @@ impl Drop for ControlPlane {
 /// Marks a directory as a control-plane state directory (so `up` may wipe it).
 pub(crate) const STATE_MARKER: &str = ".nova-control-plane";
 
-async fn create_node(client: &kube::Client) -> Result<()> {
+async fn create_node(client: &kube::Client, beside_real_node: bool) -> Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
-    let node: Node =
-        serde_json::from_value(kwok::node()).map_err(|e| invalid("building the kwok node", e))?;
+    let node: Node = serde_json::from_value(kwok::node(beside_real_node))
+        .map_err(|e| invalid("building the kwok node", e))?;
     match nodes.create(&PostParams::default(), &node).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
@@ -532,10 +631,10 @@ async fn create_node(client: &kube::Client) -> Result<()> {
     }
 }
 
-/// Picks distinct free loopback ports by holding all listeners until every port is chosen.
-fn free_ports<const N: usize>() -> Result<[u16; N]> {
+/// Picks distinct free ports on `ip` by holding all listeners until every port is chosen.
+pub(crate) fn free_ports<const N: usize>(ip: &str) -> Result<[u16; N]> {
     let listeners = (0..N)
-        .map(|_| TcpListener::bind("127.0.0.1:0"))
+        .map(|_| TcpListener::bind((ip, 0)))
         .collect::<std::io::Result<Vec<_>>>()
         .map_err(io_err("finding free loopback ports"))?;
     let mut ports = [0u16; N];
@@ -548,7 +647,7 @@ fn free_ports<const N: usize>() -> Result<[u16; N]> {
     Ok(ports)
 }
 
-fn invalid(context: &str, e: impl std::fmt::Display) -> Error {
+pub(crate) fn invalid(context: &str, e: impl std::fmt::Display) -> Error {
     Error::Invalid {
         context: context.to_owned(),
         message: e.to_string(),

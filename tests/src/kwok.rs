@@ -20,6 +20,11 @@ pub const TERMINATION_REASON_ANNOTATION: &str = "test.nova.c5c3.io/termination-r
 
 /// The fake node the harness creates.
 pub const NODE_NAME: &str = "kwok-node-0";
+/// The annotation marking kwok's own fake nodes; kwok manages those and no other node.
+pub const NODE_ANNOTATION_SELECTOR: &str = "kwok.x-k8s.io/node=fake";
+/// The taint the fake node carries beside a real node, so only pods that tolerate it (add a
+/// toleration for this key) are scheduled there and everything else runs for real.
+pub const FAKE_NODE_TAINT: &str = "kwok.x-k8s.io/node";
 
 const STAGES: [(&str, &str); 6] = [
     (
@@ -55,9 +60,15 @@ pub(crate) fn write_stages(dir: &Path) -> Result<Vec<PathBuf>> {
         .collect()
 }
 
-/// The fake node, as the test-control-plane facts describe it (no NoSchedule taint: there are
-/// no real nodes to protect), with room for every pod a whole suite leaves behind.
-pub(crate) fn node() -> serde_json::Value {
+/// The fake node, as the test-control-plane facts describe it, with room for every pod a whole
+/// suite leaves behind. Alone it has no taint (there are no real nodes to protect); beside the
+/// real node it is tainted `NoSchedule`, so the pods under test run for real by default.
+pub(crate) fn node(beside_real_node: bool) -> serde_json::Value {
+    let taints = if beside_real_node {
+        serde_json::json!([{ "key": FAKE_NODE_TAINT, "value": "fake", "effect": "NoSchedule" }])
+    } else {
+        serde_json::json!([])
+    };
     serde_json::json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -73,6 +84,7 @@ pub(crate) fn node() -> serde_json::Value {
                 "type": "kwok"
             }
         },
+        "spec": { "taints": taints },
         "status": {
             "allocatable": { "cpu": "1k", "memory": "4Ti", "pods": "1000" },
             "capacity": { "cpu": "1k", "memory": "4Ti", "pods": "1000" }

@@ -18,16 +18,22 @@
 mod binaries;
 mod control_plane;
 mod crds;
+pub mod http;
+pub mod images;
 pub mod kwok;
+pub mod node;
+pub mod openstack;
 mod pki;
+pub mod pods;
 mod process;
+pub mod simulated;
 pub mod webhook;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 pub use binaries::{K8S_VERSION, default_testbin_dir, testbin_dir};
-pub use control_plane::{ControlPlane, Options, StartupTimings, shared};
+pub use control_plane::{ControlPlane, Options, StartupTimings, shared, shared_real_node};
 pub use crds::{crd_files, default_crd_dirs, install_crds, read_crds};
 pub use process::Lifetime;
 pub use webhook::{
@@ -39,10 +45,14 @@ pub use webhook::{
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(
-        "control-plane binaries missing in {dir}: {missing}. Build them with \
-         `tests/build-control-plane.sh` (or point NOVA_TESTBIN at a directory that has them)"
+        "test binaries missing in {dir}: {missing}. Build them with \
+         `{script}` (or point NOVA_TESTBIN at a directory that has them)"
     )]
-    MissingBinaries { dir: PathBuf, missing: String },
+    MissingBinaries {
+        dir: PathBuf,
+        missing: String,
+        script: &'static str,
+    },
     #[error("{context}: {source}")]
     Io {
         context: String,

@@ -26,14 +26,16 @@ pub(crate) struct Pki {
     pub admin_key_pem: String,
 }
 
-/// Generates every certificate and key into `dir`.
-pub(crate) fn generate(dir: &Path) -> Result<Pki> {
+/// Generates every certificate and key into `dir`; returns the CA too, so components started
+/// later (the real node's kubelet) can be issued certificates of their own.
+pub(crate) fn generate(dir: &Path) -> Result<(Pki, CertificateAuthority)> {
     std::fs::create_dir_all(dir).map_err(io_err(format!("creating {}", dir.display())))?;
     let ca = CertificateAuthority::new("nova-test-ca")?;
     let apiserver = ca.issue_serving(
         "kube-apiserver",
         &[
             "127.0.0.1",
+            crate::node::BRIDGE_IP,
             "10.96.0.1",
             "localhost",
             "kubernetes",
@@ -64,24 +66,41 @@ pub(crate) fn generate(dir: &Path) -> Result<Pki> {
     write_file(&dir.join("admin.key"), &admin.key_pem, true)?;
     write_file(&pki.sa_key, &sa.private_pem, true)?;
     write_file(&pki.sa_pub, &sa.public_pem, false)?;
-    Ok(pki)
+    Ok((pki, ca))
 }
 
 /// Writes a self-contained admin kubeconfig (certificates embedded) for `server`.
 pub(crate) fn write_kubeconfig(path: &Path, server: &str, pki: &Pki) -> Result<()> {
+    write_kubeconfig_for(
+        path,
+        server,
+        &pki.ca_pem,
+        &pki.admin_crt_pem,
+        &pki.admin_key_pem,
+    )
+}
+
+/// Writes a self-contained kubeconfig for one client certificate.
+pub(crate) fn write_kubeconfig_for(
+    path: &Path,
+    server: &str,
+    ca_pem: &str,
+    cert_pem: &str,
+    key_pem: &str,
+) -> Result<()> {
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let config = serde_json::json!({
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{
             "name": "nova-test",
-            "cluster": { "server": server, "certificate-authority-data": b64(&pki.ca_pem) }
+            "cluster": { "server": server, "certificate-authority-data": b64(ca_pem) }
         }],
         "users": [{
             "name": "nova-test-admin",
             "user": {
-                "client-certificate-data": b64(&pki.admin_crt_pem),
-                "client-key-data": b64(&pki.admin_key_pem)
+                "client-certificate-data": b64(cert_pem),
+                "client-key-data": b64(key_pem)
             }
         }],
         "contexts": [{

@@ -45,6 +45,34 @@ pub(crate) struct ChildSpec {
     pub args: Vec<String>,
     pub log: PathBuf,
     pub lifetime: Lifetime,
+    /// Extra environment (after the loopback `NO_PROXY` defaults).
+    pub env: Vec<(String, String)>,
+    /// When non-empty, the child runs in a mount namespace of its own in which each
+    /// `(source, target)` file is bind-mounted over `target` (the kubelet's view of the three
+    /// kernel sysctls it insists on). `/proc` is made private there first, so nothing
+    /// propagates back to the host.
+    pub private_binds: Vec<(PathBuf, PathBuf)>,
+}
+
+impl ChildSpec {
+    /// A plain child: no extra environment, the host's mount namespace.
+    pub fn new(
+        name: &str,
+        program: PathBuf,
+        args: Vec<String>,
+        log: PathBuf,
+        lifetime: Lifetime,
+    ) -> Self {
+        Self {
+            name: name.to_owned(),
+            program,
+            args,
+            log,
+            lifetime,
+            env: Vec::new(),
+            private_binds: Vec::new(),
+        }
+    }
 }
 
 /// A started component.
@@ -104,7 +132,20 @@ fn spawn_here(spec: &ChildSpec) -> io::Result<Child> {
         // leave 127.0.0.1.
         .env("NO_PROXY", "127.0.0.1,localhost")
         .env("no_proxy", "127.0.0.1,localhost")
-        .env_remove("KUBECONFIG");
+        .env_remove("KUBECONFIG")
+        .envs(spec.env.iter().map(|(k, v)| (k, v)));
+    if !spec.private_binds.is_empty() {
+        let binds = spec
+            .private_binds
+            .iter()
+            .map(|(src, dst)| Ok((c_path(src)?, c_path(dst)?)))
+            .collect::<io::Result<Vec<_>>>()?;
+        // SAFETY (pre_exec): unshare and mount are plain system calls; the CStrings were
+        // allocated before the fork.
+        unsafe {
+            cmd.pre_exec(move || private_mount_namespace(&binds));
+        }
+    }
     // SAFETY (pre_exec): the closure runs between fork and exec and only calls the
     // async-signal-safe functions prctl, getppid and setsid.
     let parent = std::process::id();
@@ -133,9 +174,53 @@ fn spawn_here(spec: &ChildSpec) -> io::Result<Child> {
     cmd.spawn()
 }
 
-/// Registry of tied children for the `atexit` reaper: PIDs plus the state dirs to clean.
+fn c_path(path: &Path) -> io::Result<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::other(format!("{} contains a NUL byte", path.display())))
+}
+
+/// Runs in the forked child: a new mount namespace, `/proc` private in it, then the binds.
+fn private_mount_namespace(binds: &[(std::ffi::CString, std::ffi::CString)]) -> io::Result<()> {
+    let check = |r: libc::c_int| {
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    };
+    // SAFETY: system calls on NUL-terminated paths that outlive the calls.
+    unsafe {
+        check(libc::unshare(libc::CLONE_NEWNS))?;
+        check(libc::mount(
+            std::ptr::null(),
+            c"/proc".as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ))?;
+        for (src, dst) in binds {
+            check(libc::mount(
+                src.as_ptr(),
+                dst.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            ))?;
+        }
+    }
+    Ok(())
+}
+
+/// Cleanup that must run at exit after the children are killed and before the state
+/// directories are removed (the real node unmounts and deletes what it set up).
+pub(crate) type ExitHook = Box<dyn FnOnce() + Send>;
+
+/// Registry of tied children for the `atexit` reaper: PIDs, exit hooks and the state dirs to
+/// clean.
 struct Reaper {
     pids: Vec<u32>,
+    hooks: Vec<(u64, ExitHook)>,
     state_dirs: Vec<PathBuf>,
 }
 
@@ -146,6 +231,7 @@ fn reaper() -> &'static Mutex<Reaper> {
         register_exit_handler();
         Mutex::new(Reaper {
             pids: Vec::new(),
+            hooks: Vec::new(),
             state_dirs: Vec::new(),
         })
     })
@@ -202,6 +288,24 @@ pub(crate) fn clean_at_exit(dir: &Path) {
     }
 }
 
+/// Registers a hook the exit handler runs (once) after killing the children; returns a key
+/// for [`take_exit_hook`], which an owner that cleans up earlier calls to run it itself.
+pub(crate) fn at_exit(hook: ExitHook) -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let key = NEXT.fetch_add(1, Ordering::Relaxed);
+    if let Ok(mut r) = reaper().lock() {
+        r.hooks.push((key, hook));
+    }
+    key
+}
+
+/// Removes a registered hook and returns it (so it runs exactly once).
+pub(crate) fn take_exit_hook(key: u64) -> Option<ExitHook> {
+    let mut r = REAPER.get()?.lock().ok()?;
+    let i = r.hooks.iter().position(|(k, _)| *k == key)?;
+    Some(r.hooks.remove(i).1)
+}
+
 /// Forgets PIDs that were already reaped: a reaped PID may be reused by an unrelated process
 /// and must never be signalled again.
 pub(crate) fn forget(pids: &[u32]) {
@@ -212,10 +316,13 @@ pub(crate) fn forget(pids: &[u32]) {
 
 fn reap_at_exit() {
     // Another thread may hold the lock while the process exits; PDEATHSIG still covers that.
-    let Some(reaper) = REAPER.get().and_then(|m| m.try_lock().ok()) else {
+    let Some(mut reaper) = REAPER.get().and_then(|m| m.try_lock().ok()) else {
         return;
     };
     kill_and_reap(&reaper.pids, Duration::from_secs(2));
+    for (_, hook) in reaper.hooks.drain(..) {
+        hook();
+    }
     for dir in &reaper.state_dirs {
         remove_or_keep(dir);
     }

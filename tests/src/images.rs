@@ -1,0 +1,172 @@
+//! The locally built images (`tests/build-images.sh`) and their import into the real node's
+//! containerd.
+//!
+//! The build script writes `manifest.tsv` in the image cache: one line per image, the OCI
+//! archive's file name (which carries the recipe's content hash) and the references the image
+//! is tagged with, separated by a tab, e.g. `nova-2026.1-<hash>.oci.tar` and
+//! `ghcr.io/c5c3/nova:2026.1,ghcr.io/c5c3/nova-compute:2026.1`.
+//! containerd's image store survives node runs, and a record beside it lists the archives
+//! already imported, so an image is imported once per recipe change.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use crate::node::Layout;
+use crate::{Error, Result, io_err};
+
+/// The releases the nova images are built for (the `spec.openStackRelease` values the operator
+/// supports); `tests/versions.env` lists the same.
+pub const RELEASES: [&str; 2] = ["2026.1", "2026.2"];
+
+/// The nova image the sample CR derives for a release (`spec.image` repository and tag).
+pub fn nova_image(release: &str) -> String {
+    format!("ghcr.io/c5c3/nova:{release}")
+}
+
+/// The default compute image of a pool for a release.
+pub fn nova_compute_image(release: &str) -> String {
+    format!("ghcr.io/c5c3/nova-compute:{release}")
+}
+
+/// The harness's own test image: a shell, curl and nc on the Debian base.
+pub const TOOLS_IMAGE: &str = "localhost/nova-test/tools:1";
+/// The infrastructure images, built from Debian's packages.
+pub const MARIADB_IMAGE: &str = "localhost/nova-test/mariadb:10.11";
+/// RabbitMQ from Debian.
+pub const RABBITMQ_IMAGE: &str = "localhost/nova-test/rabbitmq:3.10";
+/// memcached from Debian.
+pub const MEMCACHED_IMAGE: &str = "localhost/nova-test/memcached:1.6";
+
+/// `$NOVA_IMAGES_DIR`, else `$HOME/.cache/nova-operator-images`.
+pub fn images_dir() -> PathBuf {
+    std::env::var_os("NOVA_IMAGES_DIR")
+        .filter(|v| !v.is_empty())
+        .map_or_else(
+            || {
+                let home =
+                    std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from);
+                home.join(".cache/nova-operator-images")
+            },
+            PathBuf::from,
+        )
+}
+
+/// The build script's manifest.
+pub fn manifest_path() -> PathBuf {
+    images_dir().join("manifest.tsv")
+}
+
+/// One built image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuiltImage {
+    /// The OCI archive, relative to the image cache.
+    pub archive: String,
+    /// Every reference it is tagged with; the first is the one stored in the archive.
+    pub refs: Vec<String>,
+}
+
+/// Parses `manifest.tsv`.
+pub fn parse_manifest(text: &str) -> Result<Vec<BuiltImage>> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|line| {
+            let (archive, refs) = line.split_once('\t').ok_or_else(|| Error::Invalid {
+                context: "reading the image manifest".into(),
+                message: format!("line {line:?} has no tab between archive and references"),
+            })?;
+            let refs: Vec<String> = refs
+                .split(',')
+                .map(str::trim)
+                .filter(|r| !r.is_empty())
+                .map(str::to_owned)
+                .collect();
+            if refs.is_empty() {
+                return Err(Error::Invalid {
+                    context: "reading the image manifest".into(),
+                    message: format!("archive {archive} has no references"),
+                });
+            }
+            Ok(BuiltImage {
+                archive: archive.trim().to_owned(),
+                refs,
+            })
+        })
+        .collect()
+}
+
+fn imported_record(layout: &Layout) -> PathBuf {
+    layout.root().join("containerd-imported")
+}
+
+/// Imports every image of the manifest containerd does not have yet (by archive name) into
+/// its `k8s.io` namespace and tags it with all its references.
+/// (Blocking: it runs while the node starts, when nothing else needs the runtime.)
+pub(crate) fn import_all(ctr: &Path, manifest: &Path, layout: &Layout) -> Result<()> {
+    let text = std::fs::read_to_string(manifest).map_err(|e| Error::Invalid {
+        context: format!("reading {}", manifest.display()),
+        message: format!("{e}; build the images with `tests/build-images.sh`"),
+    })?;
+    let images = parse_manifest(&text)?;
+    let record = imported_record(layout);
+    let mut done: BTreeSet<String> = std::fs::read_to_string(&record)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let dir = images_dir();
+    for image in images {
+        if done.contains(&image.archive) {
+            continue;
+        }
+        let archive = dir.join("archives").join(&image.archive);
+        ctr_run(
+            ctr,
+            &[
+                "images",
+                "import",
+                "--platform",
+                "linux/amd64",
+                &archive.display().to_string(),
+            ],
+        )?;
+        for extra in &image.refs[1..] {
+            ctr_run(ctr, &["images", "tag", "--force", &image.refs[0], extra])?;
+        }
+        done.insert(image.archive.clone());
+        let text: String = done.iter().map(|a| format!("{a}\n")).collect();
+        std::fs::write(&record, text).map_err(io_err(format!("writing {}", record.display())))?;
+    }
+    Ok(())
+}
+
+fn ctr_run(ctr: &Path, args: &[&str]) -> Result<()> {
+    let ctr = ctr.display().to_string();
+    let mut all = vec![
+        "--address",
+        crate::node::CONTAINERD_SOCKET,
+        "--namespace",
+        "k8s.io",
+    ];
+    all.extend_from_slice(args);
+    crate::node::host_output(&ctr, &all).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_lines_name_an_archive_and_its_tags() {
+        let m = parse_manifest("# comment\nnova-2026.1-ab.oci.tar\tghcr.io/c5c3/nova:2026.1, ghcr.io/c5c3/nova-compute:2026.1\n\n")
+            .expect("parses");
+        assert_eq!(
+            m,
+            vec![BuiltImage {
+                archive: "nova-2026.1-ab.oci.tar".into(),
+                refs: vec![nova_image("2026.1"), nova_compute_image("2026.1")],
+            }]
+        );
+        assert!(parse_manifest("no-tab-here").is_err());
+        assert!(parse_manifest("a.tar\t ,").is_err());
+    }
+}

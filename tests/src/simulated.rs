@@ -1,0 +1,405 @@
+//! Simulated infrastructure operators: the MariaDB, RabbitMQ and External Secrets operators do
+//! not run here, so these small controllers play their part with real effects, and say so in
+//! their field managers, condition messages and logs.
+//!
+//! - **simulated mariadb-operator**: a `Database`, `User` or `Grant` (`k8s.mariadb.com/v1alpha1`)
+//!   creates the real schema, user (password from its `passwordSecretKeyRef`) or grant in the
+//!   shared MariaDB, then reports `Ready`.
+//! - **simulated rabbitmq-cluster-operator**: a `RabbitmqCluster` gets a `<name>-default-user`
+//!   Secret (username, password, host, port) for the shared broker and the status reference to it.
+//! - **simulated external-secrets**: every `SecretStore`/`ClusterSecretStore` is reported `Ready`
+//!   (the credential Secrets themselves are written directly by the tests).
+//!
+//! They run on a thread of their own (each test has its own runtime) and poll every 500 ms.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
+use serde_json::{Value, json};
+
+use crate::openstack::{OpenStack, Ports, RABBITMQ, RABBITMQ_USER, write_secret};
+use crate::{Error, Result, kube_err};
+
+/// Runs the simulated operators until dropped.
+pub struct SimulatedOperators {
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for SimulatedOperators {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Starts the simulated operators for every namespace of the control plane `os` runs in.
+pub fn start(os: &OpenStack) -> Result<SimulatedOperators> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let os = os.clone();
+    let flag = stop.clone();
+    std::thread::Builder::new()
+        .name("nova-test-simulated-operators".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("[simulated operators] cannot start a runtime: {e}");
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let mut done = Done::new();
+                while !flag.load(Ordering::SeqCst) {
+                    if let Err(e) = reconcile_all(&os, &mut done).await {
+                        eprintln!("[simulated operators] {e}");
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            });
+        })
+        .map_err(crate::io_err("starting the simulated operators' thread"))?;
+    Ok(SimulatedOperators { stop })
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+/// The (uid, generation) pairs reconciled successfully: some CRDs prune `observedGeneration`
+/// from their conditions, so the status alone cannot say a generation was handled.
+type Done = std::collections::HashSet<(String, i64)>;
+
+async fn reconcile_all(os: &OpenStack, done: &mut Done) -> Result<()> {
+    let client = os.client()?;
+    for (kind, plural) in [
+        ("Database", "databases"),
+        ("User", "users"),
+        ("Grant", "grants"),
+    ] {
+        let ar = resource("k8s.mariadb.com", "v1alpha1", kind, plural);
+        for object in pending(&client, &ar, done).await? {
+            let outcome = mariadb_effect(os, &client, kind, &object).await;
+            report(
+                &client,
+                &ar,
+                &object,
+                "simulated-mariadb-operator",
+                outcome,
+                done,
+            )
+            .await?;
+        }
+    }
+    let ar = resource(
+        "rabbitmq.com",
+        "v1beta1",
+        "RabbitmqCluster",
+        "rabbitmqclusters",
+    );
+    for object in pending(&client, &ar, done).await? {
+        let outcome = default_user(os, &client, &object).await;
+        report(
+            &client,
+            &ar,
+            &object,
+            "simulated-rabbitmq-cluster-operator",
+            outcome,
+            done,
+        )
+        .await?;
+    }
+    for (kind, plural) in [
+        ("SecretStore", "secretstores"),
+        ("ClusterSecretStore", "clustersecretstores"),
+    ] {
+        let ar = resource("external-secrets.io", "v1", kind, plural);
+        for object in pending(&client, &ar, done).await? {
+            report(
+                &client,
+                &ar,
+                &object,
+                "simulated-external-secrets",
+                Ok(json!({})),
+                done,
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+fn key(object: &DynamicObject) -> (String, i64) {
+    (
+        object.metadata.uid.clone().unwrap_or_default(),
+        object.metadata.generation.unwrap_or(0),
+    )
+}
+
+/// Objects whose current generation was not reconciled successfully yet.
+async fn pending(
+    client: &kube::Client,
+    ar: &ApiResource,
+    done: &Done,
+) -> Result<Vec<DynamicObject>> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err(format!("listing {}", ar.plural)))?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|o| o.metadata.deletion_timestamp.is_none() && !done.contains(&key(o)))
+        .collect())
+}
+
+/// Writes the Ready condition (and any extra status) of one simulated reconcile.
+async fn report(
+    client: &kube::Client,
+    ar: &ApiResource,
+    object: &DynamicObject,
+    manager: &str,
+    outcome: Result<Value>,
+    done: &mut Done,
+) -> Result<()> {
+    if outcome.is_ok() {
+        done.insert(key(object));
+    }
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let ns = object.metadata.namespace.clone();
+    let generation = object.metadata.generation.unwrap_or(0);
+    let (mut status, ready, reason, message) = match outcome {
+        Ok(extra) => (
+            extra,
+            "True",
+            "Created",
+            format!("{} reconciled (simulated by nova-test-harness)", ar.kind),
+        ),
+        Err(e) => (
+            json!({}),
+            "False",
+            "Failed",
+            format!("simulated by nova-test-harness: {e}"),
+        ),
+    };
+    eprintln!(
+        "[{manager}] {} {}/{name}: Ready={ready}: {message}",
+        ar.kind,
+        ns.as_deref().unwrap_or("")
+    );
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    status["conditions"] = json!([{ "type": "Ready", "status": ready, "reason": reason, "message": message,
+                                    "lastTransitionTime": now, "observedGeneration": generation }]);
+    let api: Api<DynamicObject> = match &ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, ar),
+        None => Api::all_with(client.clone(), ar),
+    };
+    api.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .map(|_| ())
+    .map_err(kube_err(format!(
+        "writing the status of {} {name}",
+        ar.kind
+    )))
+}
+
+/// An SQL identifier the simulated operator accepts (the real one quotes; this one refuses).
+fn identifier(field: &str, value: &str) -> Result<String> {
+    if !value.is_empty()
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        Ok(value.to_owned())
+    } else {
+        Err(Error::Invalid {
+            context: format!("field {field}"),
+            message: format!("{value:?} is not a plain SQL identifier"),
+        })
+    }
+}
+
+/// A single-quoted SQL string literal.
+fn literal(value: &str) -> String {
+    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+async fn mariadb_effect(
+    os: &OpenStack,
+    client: &kube::Client,
+    kind: &str,
+    object: &DynamicObject,
+) -> Result<Value> {
+    let spec = &object.data["spec"];
+    let meta_name = object.metadata.name.clone().unwrap_or_default();
+    let ns = object.metadata.namespace.clone().unwrap_or_default();
+    let name = identifier("spec.name", spec["name"].as_str().unwrap_or(&meta_name))?;
+    let host = spec["host"].as_str().unwrap_or("%").to_owned();
+    let sql = match kind {
+        "Database" => format!(
+            "CREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET {} COLLATE {};\n",
+            identifier(
+                "spec.characterSet",
+                spec["characterSet"].as_str().unwrap_or("utf8")
+            )?,
+            identifier(
+                "spec.collate",
+                spec["collate"].as_str().unwrap_or("utf8_general_ci")
+            )?,
+        ),
+        "User" => {
+            let secret = spec["passwordSecretKeyRef"]["name"]
+                .as_str()
+                .unwrap_or_default();
+            let key = spec["passwordSecretKeyRef"]["key"]
+                .as_str()
+                .unwrap_or("password");
+            let password = secret_value(client, &ns, secret, key).await?;
+            format!(
+                "CREATE USER IF NOT EXISTS {user}@{host} IDENTIFIED BY {pw};\nALTER USER {user}@{host} IDENTIFIED BY {pw};\n",
+                user = literal(&name),
+                host = literal(&host),
+                pw = literal(&password),
+            )
+        }
+        _ => {
+            let privileges: Vec<String> = spec["privileges"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(|p| {
+                    if p.chars().all(|c| c.is_ascii_alphabetic() || c == ' ') {
+                        Ok(p.to_owned())
+                    } else {
+                        Err(Error::Invalid {
+                            context: "field spec.privileges".into(),
+                            message: format!("{p:?} is not a privilege"),
+                        })
+                    }
+                })
+                .collect::<Result<_>>()?;
+            let database = spec["database"].as_str().unwrap_or("*");
+            let database = if database == "*" {
+                "*".to_owned()
+            } else {
+                format!("`{}`", identifier("spec.database", database)?)
+            };
+            let table = spec["table"].as_str().unwrap_or("*");
+            let table = if table == "*" {
+                "*".to_owned()
+            } else {
+                format!("`{}`", identifier("spec.table", table)?)
+            };
+            let user = identifier(
+                "spec.username",
+                spec["username"].as_str().unwrap_or_default(),
+            )?;
+            format!(
+                "GRANT {} ON {database}.{table} TO {}@{}{};\n",
+                privileges.join(", "),
+                literal(&user),
+                literal(&host),
+                if spec["grantOption"].as_bool().unwrap_or(false) {
+                    " WITH GRANT OPTION"
+                } else {
+                    ""
+                },
+            )
+        }
+    };
+    let job = format!(
+        "{}-{}-{}",
+        kind.to_ascii_lowercase(),
+        short(&ns),
+        short(&meta_name)
+    );
+    os.run_sql(&job, &sql).await?;
+    Ok(json!({}))
+}
+
+/// A name fragment for a Job name (lower-case, at most 20 characters).
+fn short(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(20)
+        .collect::<String>()
+        .to_ascii_lowercase()
+}
+
+async fn secret_value(client: &kube::Client, ns: &str, name: &str, key: &str) -> Result<String> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let secret = api
+        .get_opt(name)
+        .await
+        .map_err(kube_err(format!("reading Secret {ns}/{name}")))?
+        .ok_or_else(|| Error::Invalid {
+            context: "spec.passwordSecretKeyRef".into(),
+            message: format!("Secret {ns}/{name} not found"),
+        })?;
+    let bytes = secret
+        .data
+        .and_then(|d| d.get(key).map(|b| b.0.clone()))
+        .ok_or_else(|| Error::Invalid {
+            context: "spec.passwordSecretKeyRef".into(),
+            message: format!("Secret {ns}/{name} has no key {key:?}"),
+        })?;
+    String::from_utf8(bytes).map_err(|_| Error::Invalid {
+        context: "spec.passwordSecretKeyRef".into(),
+        message: format!("key {key:?} of Secret {ns}/{name} is not UTF-8"),
+    })
+}
+
+async fn default_user(
+    os: &OpenStack,
+    client: &kube::Client,
+    object: &DynamicObject,
+) -> Result<Value> {
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let ns = object.metadata.namespace.clone().unwrap_or_default();
+    let secret = format!("{name}-default-user");
+    let host = format!("{RABBITMQ}.{ns}.svc");
+    let port = Ports::RABBITMQ.to_string();
+    write_secret(
+        client,
+        &ns,
+        &secret,
+        &[
+            ("username", RABBITMQ_USER),
+            ("password", os.rabbitmq_password()),
+            ("host", &host),
+            ("port", &port),
+            ("provider", "rabbitmq"),
+            ("type", "rabbitmq"),
+        ],
+    )
+    .await?;
+    Ok(json!({
+        "defaultUser": { "secretReference": { "name": secret, "namespace": ns,
+            "keys": { "username": "username", "password": "password" } } }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sql_inputs_are_refused_unless_plain_and_literals_are_escaped() {
+        assert!(identifier("spec.name", "nova_api").is_ok());
+        assert!(identifier("spec.name", "x`; DROP").is_err());
+        assert!(identifier("spec.name", "").is_err());
+        assert_eq!(literal("it's\\"), "'it\\'s\\\\'");
+    }
+}
