@@ -2,6 +2,8 @@
 
 use nova_api::v1alpha1::{LocalSecretRef, NovaStatus};
 
+pub use crate::render::pod::Digests;
+
 use crate::pipeline::Merge;
 use crate::sensitive::Sensitive;
 
@@ -24,21 +26,6 @@ pub struct Resolved {
     pub digests: Digests,
     /// The config ConfigMap the workloads mount.
     pub config_map: Option<String>,
-}
-
-/// The credential digests stamped on pod templates.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Digests {
-    /// `nova.c5c3.io/api-db-connection-hash`.
-    pub api_db_connection: String,
-    /// `nova.c5c3.io/db-connection-hash`.
-    pub db_connection: String,
-    /// `nova.c5c3.io/authtoken-hash`.
-    pub authtoken: String,
-    /// `nova.c5c3.io/transport-url-hash`.
-    pub transport_url: String,
-    /// `nova.c5c3.io/metadata-secret-hash`.
-    pub metadata_secret: String,
 }
 
 fn later<T>(into: &mut Option<T>, value: Option<T>) {

@@ -7,6 +7,8 @@
 //! Entry points:
 //! - [`render_config`]: the config ConfigMap's documents, their hash and the owned keys
 //!   spec.extraConfig overrides (the Config step, the `render` command);
+//! - [`pod`]: the building blocks of every pod template (environment, mounts, digest
+//!   annotations, security context, resources, placement, topology spread);
 //! - [`render_compute_fragment`] and [`contract_static_keys`]: the `nova-compute.conf`
 //!   fragment of the in-cluster or remote contract, and the contract keys the renderer owns
 //!   (the ComputeConfig step adds [`secret_contract_keys`] from Secrets).
@@ -26,6 +28,7 @@ mod logging;
 pub mod nova_conf;
 pub mod overlays;
 pub mod paths;
+pub mod pod;
 
 pub use compute_contract::{
     ContractVariant, contract_keys, contract_static_keys, render_compute_fragment,
