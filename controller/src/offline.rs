@@ -22,7 +22,8 @@ use nova_api::v1alpha1::Nova;
 use serde_json::{Value, json};
 
 use crate::clusters::{
-    Applied, Child, Cluster, ClusterError, Labels, Meta, Owner, SecretValues, kinds, values_of,
+    Applied, Child, Cluster, ClusterError, JobReport, Labels, Meta, Owner, SecretValues, kinds,
+    values_of,
 };
 use crate::metrics::Metrics;
 use crate::nova::PIPELINE;
@@ -155,8 +156,10 @@ impl FileCluster {
             kinds::secret_store(),
             kinds::cluster_secret_store(),
             kinds::external_secret(),
+            kinds::mariadb(),
         ]
         .contains(kind)
+            || kinds::mariadb_children().contains(kind)
         {
             ready
         } else {
@@ -202,6 +205,14 @@ impl Cluster for FileCluster {
         keys: &'a [&'a str],
     ) -> BoxFuture<'a, Result<Option<SecretValues>, ClusterError>> {
         Box::pin(async move { Ok(Some(self.secrets.values(name, keys))) })
+    }
+
+    fn job_report<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+    ) -> BoxFuture<'a, Result<JobReport, ClusterError>> {
+        Box::pin(async { Ok(JobReport::default()) })
     }
 
     fn apply<'a>(

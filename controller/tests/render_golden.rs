@@ -161,3 +161,20 @@ fn extra_config_never_reaches_an_overlay() {
             .contains("\n[scheduler]\ndiscover_hosts_in_cells_interval = 300\nworkers = 9\n")
     );
 }
+
+/// The five database scripts, for the example's cell schema.
+#[test]
+fn the_database_scripts_are_pinned() {
+    use nova_controller::render::db_scripts;
+    let (_, _, spec) = example();
+    let schema = &spec.database.database;
+    for (file, script) in [
+        ("scripts/db-sync.sh", db_scripts::db_sync(schema)),
+        ("scripts/db-expand.sh", db_scripts::db_expand()),
+        ("scripts/db-migrate.sh", db_scripts::db_migrate()),
+        ("scripts/db-contract.sh", db_scripts::db_contract(schema)),
+        ("scripts/db-archive.sh", db_scripts::db_archive()),
+    ] {
+        assert_golden(file, &script);
+    }
+}

@@ -43,6 +43,11 @@ pub fn rabbitmq_cluster() -> ApiResource {
     )
 }
 
+/// `k8s.mariadb.com/v1alpha1` MariaDB, the cluster a managed schema lives on.
+pub fn mariadb() -> ApiResource {
+    resource("k8s.mariadb.com", "v1alpha1", "MariaDB", "mariadbs")
+}
+
 /// The three `k8s.mariadb.com/v1alpha1` kinds provisioned per schema.
 pub fn mariadb_children() -> [ApiResource; 3] {
     [

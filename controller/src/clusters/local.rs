@@ -21,8 +21,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use futures::channel::mpsc;
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, DynamicObject, PartialObjectMeta, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams,
+};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -31,8 +33,8 @@ use kube::{Client, ResourceExt};
 
 use super::carries::carries;
 use super::{
-    Applied, Caching, Child, Cluster, ClusterError, FIELD_MANAGER, KindSpec, Labels, Meta, Owner,
-    SecretValues, controller_of, selects,
+    Applied, Caching, Child, Cluster, ClusterError, FIELD_MANAGER, JobReport, KindSpec, Labels,
+    Meta, Owner, SecretValues, controller_of, selects,
 };
 use crate::sensitive::Sensitive;
 
@@ -149,6 +151,8 @@ pub struct LocalCluster {
     scope: Option<String>,
     kinds: HashMap<(String, String), Arc<KindCache>>,
     synced: tokio::sync::watch::Receiver<bool>,
+    /// The termination message read for each Job UID, so a Job's pods are listed once.
+    reports: Mutex<HashMap<String, Option<String>>>,
 }
 
 impl LocalCluster {
@@ -185,6 +189,7 @@ impl LocalCluster {
             scope,
             kinds,
             synced,
+            reports: Mutex::default(),
         })
     }
 
@@ -383,6 +388,32 @@ impl LocalCluster {
             }),
         }
     }
+}
+
+/// The label the Job controller puts on every pod of a Job.
+const JOB_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
+
+/// The termination message of the pod `pods` holds for the Job `job_uid`: the succeeded one,
+/// else the newest; only pods that Job controls count.
+pub fn report_of(pods: &[Pod], job_uid: &str) -> Option<String> {
+    let ours: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| controller_of(&p.metadata).is_some_and(|c| c.uid == job_uid))
+        .collect();
+    let phase = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.clone());
+    let pod = ours
+        .iter()
+        .find(|p| phase(p).as_deref() == Some("Succeeded"))
+        .or_else(|| {
+            ours.iter()
+                .max_by_key(|p| p.metadata.creation_timestamp.clone())
+        })?;
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .iter()
+        .flatten()
+        .find_map(|c| c.state.as_ref()?.terminated.as_ref()?.message.clone())
 }
 
 fn describe(namespace: Option<&str>, name: &str) -> String {
@@ -608,6 +639,44 @@ impl Cluster for LocalCluster {
         })
     }
 
+    fn job_report<'a>(
+        &'a self,
+        namespace: &'a str,
+        job_uid: &'a str,
+    ) -> BoxFuture<'a, Result<JobReport, ClusterError>> {
+        Box::pin(async move {
+            let remembered = self
+                .reports
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(job_uid)
+                .cloned();
+            if let Some(message) = remembered {
+                return Ok(JobReport {
+                    message,
+                    fresh: false,
+                });
+            }
+            let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+            let listed = pods
+                .list(&ListParams::default().labels(&format!("{JOB_UID_LABEL}={job_uid}")))
+                .await
+                .map_err(|e| ClusterError::Kube {
+                    action: format!("listing the pods of Job {namespace}/{job_uid}"),
+                    source: e,
+                })?;
+            let message = report_of(&listed.items, job_uid);
+            self.reports
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(job_uid.to_owned(), message.clone());
+            Ok(JobReport {
+                message,
+                fresh: true,
+            })
+        })
+    }
+
     fn apply<'a>(
         &'a self,
         owner: &'a Owner,
@@ -668,6 +737,36 @@ pub fn values_of(secret: &Secret, keys: &[&str]) -> SecretValues {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_is_read_off_the_succeeded_pod_of_that_job() {
+        let pod = |job: &str, phase: &str, created: i64, message: &str| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {
+                    "creationTimestamp": format!("2026-01-01T00:00:{created:02}Z"),
+                    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "nova-db-sync",
+                                         "uid": job, "controller": true}],
+                },
+                "status": {"phase": phase, "containerStatuses": [{
+                    "name": "db-sync", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                    "state": {"terminated": {"exitCode": 0, "message": message}}}]},
+            }))
+            .expect("pod")
+        };
+        let pods = [
+            pod("old", "Succeeded", 1, "stale"),
+            pod("job", "Failed", 2, "attempt 1"),
+            pod("job", "Succeeded", 3, "cell0=x"),
+            pod("job", "Failed", 4, "attempt 3"),
+        ];
+        assert_eq!(report_of(&pods, "job").as_deref(), Some("cell0=x"));
+        assert_eq!(
+            report_of(&pods[..2], "job").as_deref(),
+            Some("attempt 1"),
+            "no succeeded pod: the newest of that Job"
+        );
+        assert_eq!(report_of(&pods, "gone"), None);
+    }
 
     #[test]
     fn freshness_of_cached_content() {

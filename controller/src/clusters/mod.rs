@@ -292,6 +292,17 @@ impl SecretValues {
     }
 }
 
+/// What the pods of one Job wrote to `/dev/termination-log`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JobReport {
+    /// The message of the Job's succeeded pod (else of its newest pod); None when no pod of
+    /// the Job is left or it wrote nothing.
+    pub message: Option<String>,
+    /// Whether this call read the API server (the first for this Job); a later call answers
+    /// from memory.
+    pub fresh: bool,
+}
+
 /// The cached metadata of one object.
 pub type Meta = Arc<PartialObjectMeta<DynamicObject>>;
 
@@ -335,6 +346,15 @@ pub trait Cluster: Send + Sync {
         name: &'a str,
         keys: &'a [&'a str],
     ) -> BoxFuture<'a, Result<Option<SecretValues>, ClusterError>>;
+
+    /// The termination message of the Job whose UID is `job_uid`, read off its pods once per
+    /// Job through an uncached list (the operator never watches pods, which would cache every
+    /// pod of the cluster): only pods that Job controls count, the succeeded one first.
+    fn job_report<'a>(
+        &'a self,
+        namespace: &'a str,
+        job_uid: &'a str,
+    ) -> BoxFuture<'a, Result<JobReport, ClusterError>>;
 
     /// Server-side applies `child` for `owner`, unless the cache shows it already carries
     /// exactly that; refuses an object another owner controls, adopts one nobody controls.

@@ -32,8 +32,8 @@ use crate::pipeline::skeleton::{Context, error_policy, reconcile};
 
 /// Every kind the Nova steps read, and how the handle caches it: content only where a step
 /// needs it (the Secrets and ConfigMaps it reads or owns, the live API Deployment, the other
-/// operators' objects whose status it reads), metadata elsewhere (the owned kinds that only
-/// wake the Nova, the MariaDB objects the finalizer checks).
+/// operators' objects whose status it reads, the MariaDB objects it applies and gates on),
+/// metadata elsewhere (the owned kinds that only wake the Nova).
 pub fn kinds() -> Vec<KindSpec> {
     let mut kinds = vec![
         KindSpec::of::<Secret>(Caching::OnDemand),
@@ -49,11 +49,12 @@ pub fn kinds() -> Vec<KindSpec> {
         KindSpec::external(kinds::cluster_secret_store(), Caching::Full).cluster_scoped(),
         KindSpec::external(kinds::external_secret(), Caching::Full),
         KindSpec::external(kinds::rabbitmq_cluster(), Caching::Full),
+        KindSpec::external(kinds::mariadb(), Caching::Full),
     ];
     kinds.extend(
         kinds::mariadb_children()
             .into_iter()
-            .map(|kind| KindSpec::external(kind, Caching::Metadata)),
+            .map(|kind| KindSpec::external(kind, Caching::Full)),
     );
     kinds
 }
@@ -89,7 +90,9 @@ pub fn referenced_secrets(nova: &Nova) -> BTreeSet<String> {
 }
 
 /// Every object a Nova references by name: its Secrets (and the same-named ExternalSecrets
-/// that explain a missing one), its effective secret store, its RabbitmqCluster.
+/// that explain a missing one), its effective secret store, its RabbitmqCluster, and the
+/// MariaDB clusters of both database blocks (one key when both name the same cluster, so an
+/// event enqueues the Nova once).
 pub fn references(nova: &Nova) -> Vec<ObjectKey> {
     let ns = nova.namespace().unwrap_or_default();
     let secret = ApiResource::erase::<Secret>(&());
@@ -116,6 +119,15 @@ pub fn references(nova: &Nova) -> Vec<ObjectKey> {
             &cluster.name,
         ));
     }
+    let clusters: BTreeSet<&str> = [&nova.spec.api_database, &nova.spec.database]
+        .into_iter()
+        .filter_map(|block| block.cluster_ref.as_ref().map(|c| c.name.as_str()))
+        .collect();
+    keys.extend(
+        clusters
+            .into_iter()
+            .map(|name| ObjectKey::new(&kinds::mariadb(), &ns, name)),
+    );
     keys
 }
 
@@ -256,6 +268,32 @@ mod tests {
             &kinds::rabbitmq_cluster(),
             "openstack",
             "openstack-rabbitmq"
+        )));
+    }
+
+    #[test]
+    fn a_mariadb_cluster_named_by_both_blocks_is_one_reference() {
+        let mariadb = |nova: &Nova| {
+            references(nova)
+                .into_iter()
+                .filter(|k| {
+                    *k == ObjectKey::new(&kinds::mariadb(), "openstack", "openstack-mariadb")
+                })
+                .count()
+        };
+        let mut nova = example();
+        assert_eq!(mariadb(&nova), 1, "both blocks name openstack-mariadb");
+        nova.spec.api_database.cluster_ref = None;
+        nova.spec.api_database.host = Some("db.example.com".into());
+        assert_eq!(mariadb(&nova), 1, "the cell block still names it");
+        nova.spec.database.cluster_ref = Some(nova_api::v1alpha1::ClusterRef {
+            name: "other".into(),
+        });
+        assert_eq!(mariadb(&nova), 0);
+        assert!(references(&nova).contains(&ObjectKey::new(
+            &kinds::mariadb(),
+            "openstack",
+            "other"
         )));
     }
 

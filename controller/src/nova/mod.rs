@@ -5,11 +5,15 @@ pub mod broker_url;
 pub mod compute_config;
 pub mod config;
 pub mod controller;
+pub mod database;
 pub mod db_connection;
+pub mod db_provision;
 pub mod dsn;
 pub mod finalize;
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub mod job_run;
+pub mod release;
 pub mod resolved;
 pub mod secrets;
 pub mod transport_url;

@@ -1,6 +1,6 @@
 //! What the Nova steps resolve for the steps after them, and the status fields they set.
 
-use nova_api::v1alpha1::{LocalSecretRef, NovaStatus};
+use nova_api::v1alpha1::{CellStatus, LocalSecretRef, NovaStatus, UpgradePhase};
 
 pub use crate::render::pod::Digests;
 
@@ -67,6 +67,14 @@ pub enum StatusUpdate {
     ComputeConfigSecretRef(Option<LocalSecretRef>),
     /// `status.remoteComputeConfigSecretRef`.
     RemoteComputeConfigSecretRef(Option<LocalSecretRef>),
+    /// `status.installedRelease`.
+    InstalledRelease(String),
+    /// `status.targetRelease`.
+    TargetRelease(Option<String>),
+    /// `status.upgradePhase`.
+    UpgradePhase(Option<UpgradePhase>),
+    /// `status.cells`, cell0 first.
+    Cells(Vec<CellStatus>),
 }
 
 impl StatusUpdate {
@@ -77,6 +85,10 @@ impl StatusUpdate {
             StatusUpdate::RemoteComputeConfigSecretRef(r) => {
                 status.remote_compute_config_secret_ref = r
             }
+            StatusUpdate::InstalledRelease(r) => status.installed_release = Some(r),
+            StatusUpdate::TargetRelease(r) => status.target_release = r,
+            StatusUpdate::UpgradePhase(p) => status.upgrade_phase = p,
+            StatusUpdate::Cells(c) => status.cells = c,
         }
     }
 }

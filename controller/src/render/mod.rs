@@ -20,11 +20,13 @@
 pub mod children;
 mod compute_contract;
 mod config_map;
+pub mod db_scripts;
 mod error;
 pub mod extra_config;
 pub mod ini;
 mod inputs;
 mod logging;
+pub mod mariadb;
 pub mod nova_conf;
 pub mod overlays;
 pub mod paths;

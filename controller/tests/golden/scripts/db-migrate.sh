@@ -1,0 +1,1 @@
+nova-manage cell_v2 list_cells
