@@ -320,7 +320,7 @@ fn every_enum_carries_exactly_the_spec_values() {
         (
             &nova,
             "spec.api.deployment.verticalAutoscaling.updateMode",
-            &["Off", "Initial", "Recreate", "Auto"],
+            &["Off", "Initial", "Recreate", "InPlaceOrRecreate", "Auto"],
         ),
         (
             &nova,
@@ -346,7 +346,7 @@ fn every_enum_carries_exactly_the_spec_values() {
         (
             &compute,
             "spec.verticalAutoscaling.updateMode",
-            &["Off", "Initial", "Recreate", "Auto"],
+            &["Off", "Initial", "Recreate", "InPlaceOrRecreate", "Auto"],
         ),
         (
             &compute,

@@ -4,6 +4,7 @@
 //! (`metrics`).
 
 pub mod catalog;
+pub mod decode;
 pub mod field;
 pub mod grammar;
 pub mod lookups;

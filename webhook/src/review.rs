@@ -9,14 +9,14 @@ use std::future::Future;
 use base64::Engine as _;
 use nova_api::defaults::{default_nova, default_novacompute};
 use nova_api::v1alpha1::{Nova, NovaCompute};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::decode::{Undecodable, decode};
 use crate::field::{FieldError, GROUP, Status};
 use crate::validation::novacompute::NovaRelease;
-use crate::validation::{self, Operation, Outcome, ResolvedLookups, enums};
+use crate::validation::{self, Operation, Outcome, ResolvedLookups};
 
 /// The version both kinds are served at.
 pub const VERSION: &str = "v1alpha1";
@@ -310,15 +310,6 @@ fn is_present(raw: &RawValue) -> bool {
     raw.get().trim() != "null"
 }
 
-fn decode<K: DeserializeOwned>(raw: &RawValue, what: &str, kind: Kind) -> Result<K, Box<Status>> {
-    serde_json::from_str(raw.get()).map_err(|e| {
-        Box::new(Status::bad_request(format!(
-            "decoding the {what} {}: {e}",
-            kind.name()
-        )))
-    })
-}
-
 /// The defaulting webhooks: the RFC 6902 patch from the spec as received to the defaulted one.
 /// A CR being deleted is left alone, so the finalizer removal keeps an unchanged spec.
 pub fn mutate(review: &Review, kind: Kind) -> Response {
@@ -331,10 +322,7 @@ pub fn mutate(review: &Review, kind: Kind) -> Response {
     let Ok(object) = serde_json::from_str::<Value>(raw.get()) else {
         return Response::allow(&req.uid);
     };
-    let deleting = object
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null());
-    if op == Operation::Update && deleting {
+    if op == Operation::Update && Head::of(raw).deleting() {
         return Response::allow(&req.uid);
     }
     let Some(spec) = object.get("spec") else {
@@ -424,40 +412,99 @@ pub enum Prepared {
     },
 }
 
-fn object_name(req: &Request, object: &Value) -> String {
-    object
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .or_else(|| req.name.clone())
-        .unwrap_or_default()
+/// The few fields read before the typed decode, borrowed from the body: whether the object is
+/// being deleted, its spec as raw JSON, and its name (for an object that does not decode).
+#[derive(Default, Deserialize)]
+struct Head<'a> {
+    #[serde(default, borrow)]
+    metadata: MetaHead<'a>,
+    #[serde(default, borrow)]
+    spec: Option<&'a RawValue>,
 }
 
-/// Why an object does not decode: its enum fields outside their enum, each reported per field
-/// the way the API server would (422); otherwise the decoder's message (400).
-fn undecodable(
-    req: &Request,
-    kind: Kind,
-    op: Operation,
-    raw: &RawValue,
-    status: Status,
-) -> Prepared {
-    let object: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
-    let null = Value::Null;
-    let spec = object.get("spec").unwrap_or(&null);
-    let enum_errors = match kind {
-        Kind::Nova => enums::nova(spec),
-        Kind::NovaCompute => enums::novacompute(spec),
-    };
-    let deleting = object
-        .pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null());
-    let status = if enum_errors.is_empty() || op == Operation::Update && deleting {
-        status
-    } else {
-        Status::invalid(kind.name(), &object_name(req, &object), &enum_errors)
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MetaHead<'a> {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default, borrow)]
+    deletion_timestamp: Option<&'a RawValue>,
+}
+
+impl<'a> Head<'a> {
+    /// The head of `raw`; empty when it is not an object.
+    fn of(raw: &'a RawValue) -> Self {
+        serde_json::from_str(raw.get()).unwrap_or_default()
+    }
+
+    fn deleting(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+    }
+}
+
+/// Whether two raw specs are the same JSON (key order and spacing aside).
+fn same_spec(a: Option<&RawValue>, b: Option<&RawValue>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => {
+            a.get() == b.get()
+                || matches!(
+                    (
+                        serde_json::from_str::<Value>(a.get()),
+                        serde_json::from_str::<Value>(b.get()),
+                    ),
+                    (Ok(x), Ok(y)) if x == y
+                )
+        }
+        _ => false,
+    }
+}
+
+/// The finalizer removal of a CR being deleted: an UPDATE of an object with a deletion
+/// timestamp whose spec is unchanged is admitted without validation. It is decided on the raw
+/// specs, before any typed decoding, because it exists for exactly the stored object today's
+/// types may no longer decode.
+fn deletion_bypass(op: Operation, new: &RawValue, old: Option<&RawValue>) -> bool {
+    if op != Operation::Update {
+        return false;
+    }
+    let head = Head::of(new);
+    head.deleting() && old.is_some_and(|old| same_spec(head.spec, Head::of(old).spec))
+}
+
+/// The response to an object that does not decode into its kind: its fields in the API
+/// server's field-error style (422), or the decoder's message for a body that is not JSON (400).
+fn undecodable(req: &Request, kind: Kind, raw: &RawValue, why: Undecodable) -> Prepared {
+    let status = match why {
+        Undecodable::Fields(errors) => {
+            let name = Head::of(raw)
+                .metadata
+                .name
+                .or_else(|| req.name.clone())
+                .unwrap_or_default();
+            Status::invalid(kind.name(), &name, &errors)
+        }
+        Undecodable::Malformed(e) => {
+            Status::bad_request(format!("decoding the object {}: {e}", kind.name()))
+        }
     };
     Prepared::Done(Box::new(Response::deny(&req.uid, status)))
+}
+
+/// The response to a stored object that does not decode (and is not being deleted): nothing
+/// the user sent can fix it, so it is a 400 naming the stored fields.
+fn undecodable_stored(req: &Request, kind: Kind, why: Undecodable) -> Prepared {
+    let detail = match why {
+        Undecodable::Fields(errors) => crate::field::aggregate(&errors).unwrap_or_default(),
+        Undecodable::Malformed(e) => e,
+    };
+    Prepared::Done(Box::new(Response::deny(
+        &req.uid,
+        Status::bad_request(format!(
+            "decoding the stored object {}: {detail}",
+            kind.name()
+        )),
+    )))
 }
 
 /// Decodes a validation request.
@@ -468,19 +515,22 @@ pub fn prepare(review: &Review, kind: Kind) -> Prepared {
         Ok(None) => return Prepared::Done(Box::new(Response::allow(&req.uid))),
         Ok(Some(found)) => found,
     };
-    let old_value = req.old_object.as_ref().filter(|_| op == Operation::Update);
+    let old_value = req
+        .old_object
+        .as_deref()
+        .filter(|_| op == Operation::Update);
+    if deletion_bypass(op, object, old_value) {
+        return Prepared::Done(Box::new(Response::allow(&req.uid)));
+    }
     match kind {
         Kind::Nova => {
-            let new: Nova = match decode(object, "object", kind) {
+            let new: Nova = match decode(object.get()) {
                 Ok(v) => v,
-                Err(s) => return undecodable(req, kind, op, object, *s),
+                Err(why) => return undecodable(req, kind, object, why),
             };
-            let old: Option<Nova> = match old_value
-                .map(|v| decode(v, "stored object", kind))
-                .transpose()
-            {
+            let old: Option<Nova> = match old_value.map(|v| decode(v.get())).transpose() {
                 Ok(v) => v,
-                Err(s) => return Prepared::Done(Box::new(Response::deny(&req.uid, *s))),
+                Err(why) => return undecodable_stored(req, kind, why),
             };
             let priority_classes = validation::nova::priority_class_names(&new.spec);
             Prepared::Nova {
@@ -491,16 +541,13 @@ pub fn prepare(review: &Review, kind: Kind) -> Prepared {
             }
         }
         Kind::NovaCompute => {
-            let new: NovaCompute = match decode(object, "object", kind) {
+            let new: NovaCompute = match decode(object.get()) {
                 Ok(v) => v,
-                Err(s) => return undecodable(req, kind, op, object, *s),
+                Err(why) => return undecodable(req, kind, object, why),
             };
-            let old: Option<NovaCompute> = match old_value
-                .map(|v| decode(v, "stored object", kind))
-                .transpose()
-            {
+            let old: Option<NovaCompute> = match old_value.map(|v| decode(v.get())).transpose() {
                 Ok(v) => v,
-                Err(s) => return Prepared::Done(Box::new(Response::deny(&req.uid, *s))),
+                Err(why) => return undecodable_stored(req, kind, why),
             };
             let needs_nova = validation::novacompute::needs_nova(&new, old.as_ref(), op);
             Prepared::NovaCompute {
@@ -647,11 +694,46 @@ pub async fn handle<R: Resolver>(webhook: Webhook, body: &[u8], resolver: &R) ->
         Webhook::Mutate(kind) => mutate(&review, kind),
         Webhook::Validate(kind) => validate(&review, kind, resolver).await,
     };
+    trace_verdict(webhook, &review.request, &resp);
     Handled {
         status: 200,
         body: envelope_bytes(&review.api_version, &resp),
         response: Some(resp),
         operation: review.request.operation.clone(),
+    }
+}
+
+/// The request's one span, opened once the verdict is known so that its level can follow it:
+/// info for a denial, debug for an admission (a busy cluster admits thousands a minute). It
+/// carries what an operator greps for, never a field value.
+fn trace_verdict(webhook: Webhook, req: &Request, resp: &Response) {
+    let (Webhook::Mutate(kind) | Webhook::Validate(kind)) = webhook;
+    let violations = resp
+        .status
+        .as_ref()
+        .and_then(|s| s.details.as_ref())
+        .map_or(0, |d| d.causes.len());
+    macro_rules! verdict_span {
+        ($level:expr) => {{
+            let span = tracing::span!(
+                $level,
+                "admission",
+                webhook = webhook.path(),
+                uid = %req.uid,
+                kind = kind.name(),
+                namespace = req.namespace.as_deref().unwrap_or(""),
+                name = req.name.as_deref().unwrap_or(""),
+                operation = %req.operation,
+                verdict = resp.outcome(),
+                violations,
+            );
+            span.in_scope(|| tracing::event!($level, "admission reviewed"));
+        }};
+    }
+    if resp.allowed {
+        verdict_span!(tracing::Level::DEBUG);
+    } else {
+        verdict_span!(tracing::Level::INFO);
     }
 }
 

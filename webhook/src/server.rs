@@ -150,9 +150,6 @@ async fn admit<R: Resolver + Send + Sync + 'static>(
         outcome,
         started.elapsed().as_secs_f64(),
     );
-    if let Some(resp) = &handled.response {
-        tracing::debug!(webhook = path, operation = %handled.operation, uid = %resp.uid, allowed = resp.allowed, "admission");
-    }
     let status = StatusCode::from_u16(handled.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if status == StatusCode::OK {
         (

@@ -414,6 +414,69 @@ async fn the_api_server_defaults_and_validates_through_nova_webhook() {
         );
     }
 
+    // The exact text a `kubectl apply` user reads for the gaps an outside corpus found: the
+    // HPA behavior bounds, an unparseable quantity, a gateway without a hostname (the schema
+    // reports that one first; the webhook reports the same when the CRD lags its types).
+    let denied = "admission webhook \"vnova.nova.openstack.c5c3.io\" denied the request: Nova.nova.openstack.c5c3.io \"rejected\" is invalid: ";
+    let exact: Vec<(&str, Edit, String)> = vec![
+        (
+            "behavior window",
+            |v| {
+                v["spec"]["autoscaling"] = json!({"maxReplicas": 5, "targetCPUUtilization": 80,
+                    "behavior": {"scaleDown": {"stabilizationWindowSeconds": 3601}}})
+            },
+            format!("{denied}spec.autoscaling.behavior.scaleDown.stabilizationWindowSeconds: Invalid value: 3601: must be less than or equal to 3600"),
+        ),
+        (
+            "behavior policies",
+            |v| {
+                v["spec"]["autoscaling"] = json!({"maxReplicas": 5, "targetCPUUtilization": 80,
+                    "behavior": {"scaleUp": {"stabilizationWindowSeconds": -1, "selectPolicy": "Sometimes",
+                        "policies": [{"type": "Pods", "value": 0, "periodSeconds": 1801}]}}})
+            },
+            format!("{denied}[spec.autoscaling.behavior.scaleUp.stabilizationWindowSeconds: Invalid value: -1: must be greater than or equal to zero, spec.autoscaling.behavior.scaleUp.selectPolicy: Unsupported value: \"Sometimes\": supported values: \"Disabled\", \"Max\", \"Min\", spec.autoscaling.behavior.scaleUp.policies[0].value: Invalid value: 0: must be greater than zero, spec.autoscaling.behavior.scaleUp.policies[0].periodSeconds: Invalid value: 1801: must be less than or equal to 1800]"),
+        ),
+        (
+            "unparseable quantity",
+            |v| v["spec"]["api"] = json!({"deployment": {"resources": {"requests": {"cpu": "lots"}}}}),
+            format!("{denied}spec.api.deployment.resources.requests.cpu: Invalid value: \"lots\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"),
+        ),
+        (
+            "gateway without hostname",
+            |v| v["spec"]["gateway"] = json!({"parentRef": {"name": "openstack-gw"}}),
+            "Nova.nova.openstack.c5c3.io \"rejected\" is invalid: [spec.gateway.hostname: Required value, <nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation]".to_owned(),
+        ),
+        (
+            "cache backend",
+            |v| v["spec"]["cache"]["backend"] = json!("dogpile.cache.pymemcache\n[x]"),
+            format!("{denied}spec.cache.backend: Invalid value: \"dogpile.cache.pymemcache\\n[x]\": value must not contain a newline or carriage return: it is rendered verbatim into the service configuration file, so a newline injects arbitrary config lines"),
+        ),
+        (
+            "brownfield host with a port",
+            |v| v["spec"]["apiDatabase"] = json!({"host": "db.example.com:3307", "database": "nova_api", "secretRef": {"name": "nova-api-db"}}),
+            format!("{denied}spec.apiDatabase.host: Invalid value: \"db.example.com:3307\": host must not include a port: set the port in spec.apiDatabase.port"),
+        ),
+        (
+            "console hostname",
+            |v| v["spec"]["consoleProxy"]["gateway"]["hostname"] = json!("Console.example.com"),
+            format!("{denied}spec.consoleProxy.gateway.hostname: Invalid value: \"Console.example.com\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"),
+        ),
+    ];
+    for (what, edit, want) in exact {
+        let mut v = example(EXAMPLE_NOVA, "rejected", &ns);
+        edit(&mut v);
+        let obj: DynamicObject = serde_json::from_value(v).unwrap();
+        assert_eq!(denial(novas.create(&dry, &obj).await), want, "{what}");
+    }
+    // In-place resize is a VPA update mode the CRD and the webhook both accept.
+    let mut v = example(EXAMPLE_NOVA, "in-place", &ns);
+    v["spec"]["metadata"]["deployment"] =
+        json!({"verticalAutoscaling": {"updateMode": "InPlaceOrRecreate"}});
+    novas
+        .create(&dry, &serde_json::from_value(v).unwrap())
+        .await
+        .expect("InPlaceOrRecreate is admitted");
+
     // NovaCompute: the catalog of the referenced Nova's release, read through the API.
     let pools_res = resource("NovaCompute", "novacomputes");
     let pools: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &pools_res);

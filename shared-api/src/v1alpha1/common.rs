@@ -351,6 +351,9 @@ pub enum VPAUpdateMode {
     Initial,
     /// Evict pods to apply.
     Recreate,
+    /// Resize pods in place, evicting only when that fails (VPA 1.4+, Kubernetes in-place pod
+    /// resize).
+    InPlaceOrRecreate,
     /// Apply by the VPA's preferred mechanism.
     Auto,
 }

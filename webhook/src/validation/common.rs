@@ -6,8 +6,8 @@ use nova_api::v1alpha1::{
 };
 
 use super::{RENDERED_CRLF, has_line_break};
-use crate::catalog::release_key;
 use crate::field::{BadValue, FieldError, Path};
+use crate::grammar;
 
 /// The oldest OpenStack release this operator version supports.
 pub const RELEASE_FLOOR: (u32, u32) = (2026, 1);
@@ -42,15 +42,7 @@ pub fn release(
     warnings: &mut Vec<String>,
 ) {
     let path = "spec.openStackRelease";
-    if !matches_release_pattern(new) {
-        errors.push(FieldError::invalid(
-            path,
-            new,
-            r"should match '^\d{4}\.[12]$'",
-        ));
-        return;
-    }
-    let Some(key) = release_key(new) else {
+    let Some(key) = release_pattern_key(new) else {
         errors.push(FieldError::invalid(
             path,
             new,
@@ -65,6 +57,16 @@ pub fn release(
             errors.push(FieldError::invalid(path, new, RELEASE_FLOOR_MESSAGE));
         }
     }
+}
+
+/// `(year, N)` of a value matching the release pattern. Any such value is ordered against
+/// the floor, however old: a year the option catalogs do not know is still a release.
+fn release_pattern_key(s: &str) -> Option<(u32, u32)> {
+    if !matches_release_pattern(s) {
+        return None;
+    }
+    let (year, n) = s.split_once('.')?;
+    Some((year.parse().ok()?, n.parse().ok()?))
 }
 
 /// An ImageSpec: repository set, exactly one of tag or digest.
@@ -91,6 +93,15 @@ pub fn database(path: &Path, db: &DatabaseSpec, errors: &mut Vec<FieldError>) {
             "exactly one of clusterRef or host must be set",
         ));
     }
+    if let Some(host) = db.host.as_deref()
+        && host_with_port(host)
+    {
+        errors.push(FieldError::invalid(
+            path.child("host"),
+            host,
+            format!("host must not include a port: set the port in {path}.port"),
+        ));
+    }
     if db.credentials_mode == Some(CredentialsMode::Dynamic) && db.cluster_ref.is_none() {
         errors.push(FieldError::invalid(
             path.child("credentialsMode"),
@@ -98,6 +109,14 @@ pub fn database(path: &Path, db: &DatabaseSpec, errors: &mut Vec<FieldError>) {
             "credentialsMode Dynamic requires clusterRef (managed mode)",
         ));
     }
+}
+
+/// A `name:port` host (one colon: an IPv6 literal has several), a typo for the port field
+/// that the DSN would turn into `name:port:3306`.
+fn host_with_port(host: &str) -> bool {
+    host.split_once(':').is_some_and(|(name, port)| {
+        !name.is_empty() && !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit())
+    })
 }
 
 /// The cache block's own control-character message.
@@ -118,6 +137,15 @@ pub fn cache(path: &Path, cache: &CacheSpec, errors: &mut Vec<FieldError>) {
         errors.push(FieldError::invalid(
             path.child("clusterRef").child("name"),
             &cluster.name,
+            CACHE_CRLF,
+        ));
+    }
+    if let Some(backend) = cache.backend.as_deref()
+        && has_line_break(backend)
+    {
+        errors.push(FieldError::invalid(
+            path.child("backend"),
+            backend,
             CACHE_CRLF,
         ));
     }
@@ -196,6 +224,16 @@ pub fn gateway(path: &Path, gateway: &GatewaySpec, errors: &mut Vec<FieldError>)
         errors.push(FieldError::required(
             path.child("hostname"),
             format!("hostname must be set when {path} is configured"),
+        ));
+    }
+    for msg in grammar::dns1123_subdomain(&gateway.hostname)
+        .into_iter()
+        .filter(|_| !gateway.hostname.is_empty())
+    {
+        errors.push(FieldError::invalid(
+            path.child("hostname"),
+            &gateway.hostname,
+            msg,
         ));
     }
     if gateway.parent_ref.name.is_empty() {

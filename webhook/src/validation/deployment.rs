@@ -11,7 +11,7 @@ use nova_api::v1alpha1::{
 use serde_json::Value;
 
 use super::common::floor;
-use super::{Lookups, PriorityClassLookup, quantity};
+use super::{Lookups, PriorityClassLookup, behavior, quantity};
 use crate::field::{BadValue, FieldError, Path, go_quote};
 use crate::grammar;
 
@@ -140,29 +140,42 @@ pub fn harakiri(
     }
 }
 
-/// Every request of a resource that also has a limit must not exceed it.
+/// Every quantity parses, and every request of a resource that also has a limit does not
+/// exceed it.
 pub fn requests_within_limits(
     path: &Path,
     resources: &ResourceRequirements,
     errors: &mut Vec<FieldError>,
 ) {
-    let (Some(requests), Some(limits)) = (&resources.requests, &resources.limits) else {
-        return;
-    };
-    for (res, request) in requests {
-        let Some(limit) = limits.get(res) else {
-            continue;
-        };
-        if let (Some(r), Some(l)) = (quantity::parse(&request.0), quantity::parse(&limit.0))
-            && r > l
+    let requests = parsed(&path.child("requests"), resources.requests.as_ref(), errors);
+    let limits = parsed(&path.child("limits"), resources.limits.as_ref(), errors);
+    for (res, (r, request)) in requests {
+        if let Some((l, limit)) = limits.get(res)
+            && r > *l
         {
             errors.push(FieldError::invalid(
                 path.child("requests").child(res),
-                &request.0,
-                format!("{res} request must not exceed limit ({})", limit.0),
+                request,
+                format!("{res} request must not exceed limit ({limit})"),
             ));
         }
     }
+}
+
+/// The quantities of a resource map that parse, by resource, each beside its text; one that
+/// does not is reported on `path.<resource>`.
+fn parsed<'a>(
+    path: &Path,
+    map: Option<&'a BTreeMap<String, Quantity>>,
+    errors: &mut Vec<FieldError>,
+) -> BTreeMap<&'a str, (f64, &'a str)> {
+    map.into_iter()
+        .flatten()
+        .filter_map(|(res, q)| {
+            quantity::checked(&path.child(res), &q.0, errors)
+                .map(|v| (res.as_str(), (v, q.0.as_str())))
+        })
+        .collect()
 }
 
 /// The PriorityClass must exist; an unreachable API server fails closed on this field.
@@ -335,35 +348,15 @@ pub fn vertical_autoscaling(
     vpa: &VerticalAutoscalingSpec,
     errors: &mut Vec<FieldError>,
 ) {
-    let check_keys =
-        |field: &str, map: &Option<BTreeMap<String, Quantity>>, errors: &mut Vec<FieldError>| {
-            for res in map.iter().flat_map(|m| m.keys()) {
-                if !VPA_RESOURCES.contains(&res.as_str()) {
-                    errors.push(FieldError::not_supported(
-                        path.child(field).key(res),
-                        res,
-                        &VPA_RESOURCES,
-                    ));
-                }
-            }
-        };
-    check_keys("minAllowed", &vpa.min_allowed, errors);
-    check_keys("maxAllowed", &vpa.max_allowed, errors);
-    if let (Some(min), Some(max)) = (&vpa.min_allowed, &vpa.max_allowed) {
-        for (res, lo) in min {
-            if !VPA_RESOURCES.contains(&res.as_str()) {
-                continue;
-            }
-            if let Some(hi) = max.get(res)
-                && let (Some(l), Some(h)) = (quantity::parse(&lo.0), quantity::parse(&hi.0))
-                && l > h
-            {
-                errors.push(FieldError::invalid(
-                    path.child("minAllowed").key(res),
-                    &lo.0,
-                    "must not exceed maxAllowed",
-                ));
-            }
+    let min = vpa_bounds(&path.child("minAllowed"), vpa.min_allowed.as_ref(), errors);
+    let max = vpa_bounds(&path.child("maxAllowed"), vpa.max_allowed.as_ref(), errors);
+    for (res, (lo, shown)) in min {
+        if max.get(res).is_some_and(|(hi, _)| lo > *hi) {
+            errors.push(FieldError::invalid(
+                path.child("minAllowed").key(res),
+                shown,
+                "must not exceed maxAllowed",
+            ));
         }
     }
     floor(
@@ -374,6 +367,28 @@ pub fn vertical_autoscaling(
         "must be at least 1",
         errors,
     );
+}
+
+/// The parsed bounds of a VPA bound map (`path[cpu]`, `path[memory]`); a key outside the two is
+/// not supported and a quantity that does not parse is reported.
+fn vpa_bounds<'a>(
+    path: &Path,
+    map: Option<&'a BTreeMap<String, Quantity>>,
+    errors: &mut Vec<FieldError>,
+) -> BTreeMap<&'a str, (f64, &'a str)> {
+    let mut parsed = BTreeMap::new();
+    for (res, q) in map.into_iter().flatten() {
+        if !VPA_RESOURCES.contains(&res.as_str()) {
+            errors.push(FieldError::not_supported(
+                path.key(res),
+                res,
+                &VPA_RESOURCES,
+            ));
+        } else if let Some(v) = quantity::checked(&path.key(res), &q.0, errors) {
+            parsed.insert(res.as_str(), (v, q.0.as_str()));
+        }
+    }
+    parsed
 }
 
 /// The jobs block: requests within limits, an existing PriorityClass, node placement.
@@ -458,6 +473,9 @@ pub fn autoscaling(
             "at least one of targetCPUUtilization or targetMemoryUtilization must be set",
         ));
     }
+    if let Some(b) = &a.behavior {
+        behavior::behavior(&path.child("behavior"), b, errors);
+    }
     let resources = api_deployment.and_then(|d| d.resources.as_ref());
     let res_path = Path::new("spec.api.deployment.resources");
     for (field, target, res) in targets {
@@ -473,7 +491,7 @@ pub fn autoscaling(
             .and_then(|m| m.get(res));
         match (request, limit) {
             (Some(q), _) => {
-                if quantity::parse(&q.0).is_some_and(|v| v <= 0.0) {
+                if quantity::parse(&q.0).is_ok_and(|v| v <= 0.0) {
                     errors.push(FieldError::invalid(
                         res_path.child("requests").child(res),
                         &q.0,
@@ -482,7 +500,7 @@ pub fn autoscaling(
                 }
             }
             (None, Some(q)) => {
-                if quantity::parse(&q.0).is_some_and(|v| v <= 0.0) {
+                if quantity::parse(&q.0).is_ok_and(|v| v <= 0.0) {
                     errors.push(FieldError::invalid(
                         res_path.child("limits").child(res),
                         &q.0,

@@ -4,9 +4,9 @@
 //! Lookups that need the API server (PriorityClass, the Nova a pool joins) are resolved by the
 //! caller before validation runs, which keeps these functions synchronous and testable.
 
+pub mod behavior;
 pub mod common;
 pub mod deployment;
-pub mod enums;
 pub mod extra_config;
 pub mod nova;
 pub mod novacompute;

@@ -101,13 +101,6 @@ pub fn validate(
     lookups: &dyn Lookups,
 ) -> Outcome {
     let mut out = Outcome::default();
-    if operation == Operation::Update
-        && new.metadata.deletion_timestamp.is_some()
-        && old.is_some_and(|o| o.spec == new.spec)
-    {
-        // The finalizer removal of a CR being deleted: admitted without validation.
-        return out;
-    }
     let old_spec = old
         .map(|o| &o.spec)
         .filter(|_| operation == Operation::Update);

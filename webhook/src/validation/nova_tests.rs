@@ -4,11 +4,12 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{DeploymentStrategy, RollingUpdateDeployment};
+use k8s_openapi::api::autoscaling::v2::{
+    HPAScalingPolicy, HPAScalingRules, HorizontalPodAutoscalerBehavior,
+};
 use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration, TopologySpreadConstraint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    LabelSelector, LabelSelectorRequirement, Time,
-};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use nova_api::v1alpha1::{
     AutoscalingSpec, ClusterRef, CredentialsMode, DBArchiveSpec, EndpointOverrideSpec,
     GatewayParentRefSpec, GatewaySpec, JobSpec, LoggingSpec, MessagingTLSSpec, NetworkPolicySpec,
@@ -626,9 +627,12 @@ fn control_characters_in_rendered_fields() {
     );
     assert_eq!(
         errors(&hostname),
-        vec![format!(
-            "spec.consoleProxy.gateway.hostname: Invalid value: \"console.example.com\\n\": {MSG}"
-        )]
+        vec![
+            "spec.consoleProxy.gateway.hostname: Invalid value: \"console.example.com\\n\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".to_owned(),
+            format!(
+                "spec.consoleProxy.gateway.hostname: Invalid value: \"console.example.com\\n\": {MSG}"
+            ),
+        ]
     );
     assert_eq!(
         run_create(|n| n.spec.region = Some("RegionOne".into()), &NoLookups),
@@ -1599,23 +1603,6 @@ fn extra_config_guards_owned_keys_and_catalog() {
 }
 
 #[test]
-fn the_update_of_a_deleting_cr_with_an_unchanged_spec_is_not_validated() {
-    let mut old = testing::nova();
-    old.spec.open_stack_release = "2025.1".into();
-    extra(&mut old, "DEFAULT", "transport_url", "x");
-    let mut new = old.clone();
-    new.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
-    new.metadata.finalizers = None;
-    assert_eq!(
-        validate(&new, Some(&old), Operation::Update, &FakeLookups::new(&[])),
-        Outcome::default()
-    );
-    // A spec change on a deleting CR is validated.
-    new.spec.region = Some("r".into());
-    assert!(!validate(&new, Some(&old), Operation::Update, &NoLookups).allowed());
-}
-
-#[test]
 fn every_violation_is_reported_at_once() {
     let mut n = testing::nova();
     n.metadata.name = Some("nova-api".into());
@@ -1624,4 +1611,256 @@ fn every_violation_is_reported_at_once() {
     n.spec.region = Some("a\nb".into());
     let got = validate(&n, None, Operation::Create, &NoLookups);
     assert_eq!(got.errors.len(), 4, "{:?}", errors(&got));
+}
+
+fn behavior(edit: fn(&mut HorizontalPodAutoscalerBehavior)) -> Option<AutoscalingSpec> {
+    let mut b = HorizontalPodAutoscalerBehavior {
+        scale_up: Some(HPAScalingRules {
+            stabilization_window_seconds: Some(0),
+            select_policy: Some("Max".into()),
+            policies: Some(vec![HPAScalingPolicy {
+                type_: "Pods".into(),
+                value: 4,
+                period_seconds: 60,
+            }]),
+            ..Default::default()
+        }),
+        scale_down: Some(HPAScalingRules {
+            stabilization_window_seconds: Some(3600),
+            select_policy: Some("Disabled".into()),
+            policies: Some(vec![HPAScalingPolicy {
+                type_: "Percent".into(),
+                value: 100,
+                period_seconds: 1800,
+            }]),
+            tolerance: Some(q("0.05")),
+        }),
+    };
+    edit(&mut b);
+    Some(AutoscalingSpec {
+        behavior: Some(b),
+        ..autoscaling(3)
+    })
+}
+
+fn scale_up(b: &mut HorizontalPodAutoscalerBehavior) -> &mut HPAScalingRules {
+    b.scale_up.as_mut().expect("set")
+}
+
+fn scale_down(b: &mut HorizontalPodAutoscalerBehavior) -> &mut HPAScalingRules {
+    b.scale_down.as_mut().expect("set")
+}
+
+#[test]
+fn the_hpa_behavior_is_held_to_the_bounds_of_autoscaling_v2() {
+    check_cases(&[
+        Case {
+            name: "at the bounds",
+            edit: |n| n.spec.autoscaling = behavior(|_| {}),
+            want: &[],
+        },
+        Case {
+            name: "empty rules (the API server defaults the policies)",
+            edit: |n| {
+                n.spec.autoscaling = behavior(|b| {
+                    b.scale_up = Some(HPAScalingRules::default());
+                    b.scale_down = None;
+                })
+            },
+            want: &[],
+        },
+        Case {
+            name: "windows",
+            edit: |n| {
+                n.spec.autoscaling = behavior(|b| {
+                    scale_down(b).stabilization_window_seconds = Some(3601);
+                    scale_up(b).stabilization_window_seconds = Some(-1);
+                })
+            },
+            want: &[
+                "spec.autoscaling.behavior.scaleUp.stabilizationWindowSeconds: Invalid value: -1: must be greater than or equal to zero",
+                "spec.autoscaling.behavior.scaleDown.stabilizationWindowSeconds: Invalid value: 3601: must be less than or equal to 3600",
+            ],
+        },
+        Case {
+            name: "select policy and policies",
+            edit: |n| {
+                n.spec.autoscaling = behavior(|b| {
+                    scale_up(b).select_policy = Some("Sometimes".into());
+                    scale_up(b).policies = Some(vec![
+                        HPAScalingPolicy {
+                            type_: "Nodes".into(),
+                            value: 0,
+                            period_seconds: 1801,
+                        },
+                        HPAScalingPolicy {
+                            type_: "Percent".into(),
+                            value: -5,
+                            period_seconds: 0,
+                        },
+                    ]);
+                })
+            },
+            want: &[
+                "spec.autoscaling.behavior.scaleUp.selectPolicy: Unsupported value: \"Sometimes\": supported values: \"Disabled\", \"Max\", \"Min\"",
+                "spec.autoscaling.behavior.scaleUp.policies[0].type: Unsupported value: \"Nodes\": supported values: \"Percent\", \"Pods\"",
+                "spec.autoscaling.behavior.scaleUp.policies[0].value: Invalid value: 0: must be greater than zero",
+                "spec.autoscaling.behavior.scaleUp.policies[0].periodSeconds: Invalid value: 1801: must be less than or equal to 1800",
+                "spec.autoscaling.behavior.scaleUp.policies[1].value: Invalid value: -5: must be greater than zero",
+                "spec.autoscaling.behavior.scaleUp.policies[1].periodSeconds: Invalid value: 0: must be greater than zero",
+            ],
+        },
+        Case {
+            name: "tolerance",
+            edit: |n| {
+                n.spec.autoscaling = behavior(|b| {
+                    scale_up(b).tolerance = Some(q("-0.1"));
+                    scale_down(b).tolerance = Some(q("some"));
+                })
+            },
+            want: &[
+                "spec.autoscaling.behavior.scaleUp.tolerance: Invalid value: \"-0.1\": must be greater than or equal to zero",
+                "spec.autoscaling.behavior.scaleDown.tolerance: Invalid value: \"some\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            ],
+        },
+    ]);
+}
+
+#[test]
+fn every_quantity_must_parse() {
+    check_cases(&[
+        Case {
+            name: "deployment requests and limits",
+            edit: |n| {
+                api(n).resources = Some(resources(
+                    &[("cpu", "lots"), ("memory", "1Gi")],
+                    &[("cpu", "2"), ("memory", "1 Gi")],
+                ));
+                n.spec.autoscaling = Some(autoscaling(3));
+            },
+            want: &[
+                "spec.api.deployment.resources.requests.cpu: Invalid value: \"lots\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+                "spec.api.deployment.resources.limits.memory: Invalid value: \"1 Gi\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            ],
+        },
+        Case {
+            name: "every block",
+            edit: |n| {
+                let bad = || Some(resources(&[("cpu", "1x")], &[]));
+                metadata(n).resources = bad();
+                scheduler(n).resources = bad();
+                block(&mut n.spec.conductor.as_mut().expect("defaulted").deployment).resources =
+                    bad();
+                block(&mut n.spec.console_proxy.as_mut().expect("defaulted").deployment)
+                    .resources = bad();
+                n.spec.jobs = Some(JobSpec {
+                    resources: Some(resources(&[], &[("memory", "1mm")])),
+                    ..Default::default()
+                });
+            },
+            want: &[
+                "spec.metadata.deployment.resources.requests.cpu: Invalid value: \"1x\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+                "spec.scheduler.deployment.resources.requests.cpu: Invalid value: \"1x\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+                "spec.conductor.deployment.resources.requests.cpu: Invalid value: \"1x\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+                "spec.consoleProxy.deployment.resources.requests.cpu: Invalid value: \"1x\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+                "spec.jobs.resources.limits.memory: Invalid value: \"1mm\": unable to parse quantity's suffix",
+            ],
+        },
+        Case {
+            name: "vpa bounds",
+            edit: |n| {
+                metadata(n).vertical_autoscaling = Some(VerticalAutoscalingSpec {
+                    min_allowed: Some(BTreeMap::from([("cpu".into(), q("a lot"))])),
+                    max_allowed: Some(BTreeMap::from([
+                        ("cpu".into(), q("1")),
+                        ("memory".into(), q("")),
+                    ])),
+                    ..vpa()
+                })
+            },
+            want: &[
+                "spec.metadata.deployment.verticalAutoscaling.minAllowed[cpu]: Invalid value: \"a lot\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+                "spec.metadata.deployment.verticalAutoscaling.maxAllowed[memory]: Invalid value: \"\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            ],
+        },
+        Case {
+            name: "in-place resize",
+            edit: |n| {
+                metadata(n).vertical_autoscaling = Some(VerticalAutoscalingSpec {
+                    update_mode: VPAUpdateMode::InPlaceOrRecreate,
+                    ..vpa()
+                })
+            },
+            want: &[],
+        },
+    ]);
+}
+
+#[test]
+fn verbatim_fields_hosts_and_hostnames() {
+    check_cases(&[
+        Case {
+            name: "cache backend",
+            edit: |n| n.spec.cache.backend = Some("dogpile.cache.pymemcache\n[x]".into()),
+            want: &[
+                "spec.cache.backend: Invalid value: \"dogpile.cache.pymemcache\\n[x]\": value must not contain a newline or carriage return: it is rendered verbatim into the service configuration file, so a newline injects arbitrary config lines",
+            ],
+        },
+        Case {
+            name: "brownfield host with a port",
+            edit: |n| {
+                n.spec.database.cluster_ref = None;
+                n.spec.database.host = Some("db.example.com:3307".into());
+            },
+            want: &[
+                "spec.database.host: Invalid value: \"db.example.com:3307\": host must not include a port: set the port in spec.database.port",
+            ],
+        },
+        Case {
+            name: "brownfield IPv6 literal",
+            edit: |n| {
+                n.spec.database.cluster_ref = None;
+                n.spec.database.host = Some("fd00::10".into());
+            },
+            want: &[],
+        },
+        Case {
+            name: "gateway hostnames",
+            edit: |n| {
+                let gw = |hostname: &str| GatewaySpec {
+                    hostname: hostname.into(),
+                    parent_ref: GatewayParentRefSpec {
+                        name: "gw".into(),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                n.spec.gateway = Some(gw("Nova.Example.com"));
+                n.spec.metadata.gateway = Some(gw("metadata.example.com"));
+                n.spec.console_proxy.as_mut().expect("defaulted").gateway =
+                    Some(gw("console_example.com"));
+            },
+            want: &[
+                "spec.consoleProxy.gateway.hostname: Invalid value: \"console_example.com\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+                "spec.gateway.hostname: Invalid value: \"Nova.Example.com\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+            ],
+        },
+    ]);
+}
+
+#[test]
+fn a_release_below_the_floor_takes_the_floor_branch_however_old() {
+    check_cases(&[Case {
+        name: "2009.2 on create",
+        edit: |n| n.spec.open_stack_release = "2009.2".into(),
+        want: &[
+            "spec.openStackRelease: Invalid value: \"2009.2\": must be 2026.1 or later: this operator version no longer supports OpenStack releases below 2026.1",
+        ],
+    }]);
+    let unchanged = run_update(
+        |n| n.spec.open_stack_release = "2009.2".into(),
+        |n| n.spec.region = Some("RegionOne".into()),
+    );
+    assert_eq!(errors(&unchanged), Vec::<String>::new());
+    assert_eq!(unchanged.warnings.len(), 1, "{:?}", unchanged.warnings);
 }

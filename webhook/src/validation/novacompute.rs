@@ -40,20 +40,10 @@ pub fn needs_nova(new: &NovaCompute, old: Option<&NovaCompute>, operation: Opera
     match operation {
         Operation::Create => has_extra,
         Operation::Update => {
-            let Some(old) = old else { return has_extra };
-            if bypassed(new, Some(old), operation) {
-                return false;
-            }
-            has_extra && old.spec.extra_config != new.spec.extra_config
+            has_extra && old.is_none_or(|old| old.spec.extra_config != new.spec.extra_config)
         }
         _ => false,
     }
-}
-
-fn bypassed(new: &NovaCompute, old: Option<&NovaCompute>, operation: Operation) -> bool {
-    operation == Operation::Update
-        && new.metadata.deletion_timestamp.is_some()
-        && old.is_some_and(|o| o.spec == new.spec)
 }
 
 /// Validates a NovaCompute admission. `nova` is the referenced Nova, read by the caller
@@ -65,9 +55,6 @@ pub fn validate(
     nova: Option<&NovaRelease>,
 ) -> Outcome {
     let mut out = Outcome::default();
-    if bypassed(new, old, operation) {
-        return out;
-    }
     let old_spec = old
         .map(|o| &o.spec)
         .filter(|_| operation == Operation::Update);
@@ -187,7 +174,12 @@ fn spec_rules(spec: &NovaComputeSpec, errors: &mut Vec<FieldError>) {
             }
         }
     }
-    // Rules 16–19 (16 on the raw object).
+    // The quantities the DaemonSet carries: each parses, no request above its limit (the API
+    // server refuses either in the DaemonSet the operator applies).
+    if let Some(resources) = &spec.resources {
+        deployment::requests_within_limits(&root.child("resources"), resources, errors);
+    }
+    // Rules 16–19 (16, the updateMode enum, when the object is decoded).
     if let Some(vpa) = &spec.vertical_autoscaling {
         deployment::vertical_autoscaling(&root.child("verticalAutoscaling"), vpa, errors);
     }

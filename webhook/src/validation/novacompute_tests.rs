@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use nova_api::v1alpha1::{
     ImageSpec, NovaComputeHostTraits, NovaComputeLibvirtSpec, NovaComputeUpdateStrategy,
     TargetClusterRefSpec, VPAUpdateMode, VerticalAutoscalingSpec,
@@ -466,17 +465,38 @@ fn traits_rules() {
 }
 
 #[test]
-fn the_update_of_a_deleting_pool_with_an_unchanged_spec_is_not_validated() {
-    let mut old = testing::novacompute();
-    old.spec.node_selector.clear();
-    extra(&mut old, "DEFAULT", "host", "x");
-    let mut new = old.clone();
-    new.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
-    assert!(!needs_nova(&new, Some(&old), Operation::Update));
-    assert_eq!(
-        validate(&new, Some(&old), Operation::Update, None),
-        Outcome::default()
-    );
-    new.spec.traits = None;
-    assert!(!validate(&new, Some(&old), Operation::Update, None).allowed());
+fn the_pool_quantities_parse() {
+    check(&[
+        (
+            "resources",
+            |n| {
+                n.spec.resources = Some(k8s_openapi::api::core::v1::ResourceRequirements {
+                    requests: Some(BTreeMap::from([
+                        ("cpu".into(), Quantity("lots".into())),
+                        ("memory".into(), Quantity("2Gi".into())),
+                    ])),
+                    limits: Some(BTreeMap::from([("memory".into(), Quantity("1Gi".into()))])),
+                    ..Default::default()
+                })
+            },
+            &[
+                "spec.resources.requests.cpu: Invalid value: \"lots\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+                "spec.resources.requests.memory: Invalid value: \"2Gi\": memory request must not exceed limit (1Gi)",
+            ],
+        ),
+        (
+            "vpa bounds and in-place resize",
+            |n| {
+                n.spec.vertical_autoscaling = Some(VerticalAutoscalingSpec {
+                    update_mode: VPAUpdateMode::InPlaceOrRecreate,
+                    min_allowed: Some(BTreeMap::from([("memory".into(), Quantity("1Qi".into()))])),
+                    max_allowed: None,
+                    min_replicas: None,
+                })
+            },
+            &[
+                "spec.verticalAutoscaling.minAllowed[memory]: Invalid value: \"1Qi\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            ],
+        ),
+    ]);
 }

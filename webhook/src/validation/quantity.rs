@@ -1,24 +1,55 @@
-//! Kubernetes resource quantities, parsed far enough to compare two of them.
+//! Kubernetes resource quantities: the grammar of apimachinery's `resource.ParseQuantity`, with
+//! its two error texts, and the value far enough to compare two quantities.
 
-/// The value of a quantity (`500m`, `1Gi`, `2`, `1e3`, `0.5`), or None when it does not parse.
-pub fn parse(q: &str) -> Option<f64> {
-    let s = q.trim();
-    if s.is_empty() {
-        return None;
+use crate::field::{FieldError, Path};
+
+/// `resource.ErrFormatWrong`.
+pub const FORMAT_WRONG: &str =
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+/// `resource.ErrSuffix`.
+pub const BAD_SUFFIX: &str = "unable to parse quantity's suffix";
+
+/// The value of a quantity (`500m`, `1Gi`, `2`, `1e3`, `0.5`), or the API server's reason when
+/// it does not parse. Like `ParseQuantity`, no whitespace is allowed, a lone sign or `.` is
+/// zero, and `1.G` is accepted.
+pub fn parse(q: &str) -> Result<f64, &'static str> {
+    if q.is_empty() {
+        return Err(FORMAT_WRONG);
     }
-    let (sign, rest) = match s.as_bytes()[0] {
-        b'+' => (1.0, &s[1..]),
-        b'-' => (-1.0, &s[1..]),
-        _ => (1.0, s),
+    let (sign, rest) = match q.as_bytes()[0] {
+        b'+' => (1.0, &q[1..]),
+        b'-' => (-1.0, &q[1..]),
+        _ => (1.0, q),
     };
-    let num_end = rest
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+    let int_end = rest
+        .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(rest.len());
-    let (num, suffix) = rest.split_at(num_end);
-    if num.is_empty() || num == "." || num.matches('.').count() > 1 {
-        return None;
+    let (int, after) = rest.split_at(int_end);
+    let (frac, suffix) = match after.strip_prefix('.') {
+        Some(tail) => {
+            let end = tail
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(tail.len());
+            tail.split_at(end)
+        }
+        None => ("", after),
+    };
+    // The suffix: letters of the SI and binary units, then an optional signed exponent.
+    let letters_end = suffix
+        .find(|c: char| !"eEinumkKMGTP".contains(c))
+        .unwrap_or(suffix.len());
+    let exponent = &suffix[letters_end..];
+    let digits = exponent.strip_prefix(['+', '-']).unwrap_or(exponent);
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(FORMAT_WRONG);
     }
-    let value: f64 = num.parse().ok()?;
+    let mantissa: f64 = if int.is_empty() && frac.is_empty() {
+        0.0
+    } else {
+        format!("{}.{frac}", if int.is_empty() { "0" } else { int })
+            .parse()
+            .map_err(|_| FORMAT_WRONG)?
+    };
     let factor = match suffix {
         "" => 1.0,
         "n" => 1e-9,
@@ -36,30 +67,67 @@ pub fn parse(q: &str) -> Option<f64> {
         "Ti" => 1024f64.powi(4),
         "Pi" => 1024f64.powi(5),
         "Ei" => 1024f64.powi(6),
-        exp if exp.starts_with(['e', 'E']) => {
-            let e: i32 = exp[1..].parse().ok()?;
-            10f64.powi(e)
+        exp if exp.len() > 1 && exp.starts_with(['e', 'E']) => {
+            // Any int64 exponent parses; past a few hundred the value is 0 or infinite anyway.
+            let e: i64 = exp[1..].parse().map_err(|_| BAD_SUFFIX)?;
+            10f64.powi(e.clamp(-400, 400) as i32)
         }
-        _ => return None,
+        _ => return Err(BAD_SUFFIX),
     };
-    Some(sign * value * factor)
+    Ok(sign * mantissa * factor)
+}
+
+/// Parses the quantity at `path`, reporting one that does not parse as the API server would
+/// refuse it in the object the operator writes.
+pub fn checked(path: &Path, q: &str, errors: &mut Vec<FieldError>) -> Option<f64> {
+    match parse(q) {
+        Ok(v) => Some(v),
+        Err(why) => {
+            errors.push(FieldError::invalid(path, q, why));
+            None
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::parse;
+    use super::{BAD_SUFFIX, FORMAT_WRONG, parse};
 
     #[test]
-    fn quantities() {
-        assert_eq!(parse("500m"), Some(0.5));
-        assert_eq!(parse("2"), Some(2.0));
-        assert_eq!(parse("1Gi"), Some(1073741824.0));
-        assert_eq!(parse("1e3"), Some(1000.0));
-        assert_eq!(parse("0.5"), Some(0.5));
-        assert_eq!(parse("-1"), Some(-1.0));
+    fn quantities_follow_parse_quantity() {
+        for (q, want) in [
+            ("500m", 0.5),
+            ("2", 2.0),
+            ("1Gi", 1073741824.0),
+            ("1e3", 1000.0),
+            ("1E-3", 0.001),
+            ("0.5", 0.5),
+            (".5", 0.5),
+            ("1.", 1.0),
+            ("1.G", 1e9),
+            ("-1", -1.0),
+            ("+2k", 2000.0),
+            ("-", 0.0),
+            (".", 0.0),
+            ("0", 0.0),
+        ] {
+            assert_eq!(parse(q), Ok(want), "{q}");
+        }
         assert!(parse("1Gi") > parse("1G"));
-        assert_eq!(parse("abc"), None);
-        assert_eq!(parse(""), None);
-        assert_eq!(parse("1Xi"), None);
+        for (q, want) in [
+            ("", FORMAT_WRONG),
+            ("lots", FORMAT_WRONG),
+            (" 1", FORMAT_WRONG),
+            ("1 ", FORMAT_WRONG),
+            ("1.2.3", FORMAT_WRONG),
+            ("1Gix", FORMAT_WRONG),
+            ("1Xi", FORMAT_WRONG),
+            ("1e", BAD_SUFFIX),
+            ("1Gb", FORMAT_WRONG),
+            ("1iK", BAD_SUFFIX),
+            ("1mm", BAD_SUFFIX),
+        ] {
+            assert_eq!(parse(q), Err(want), "{q}");
+        }
     }
 }
