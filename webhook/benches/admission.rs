@@ -7,8 +7,9 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use nova_api::defaults::default_nova;
 use nova_api::v1alpha1::Nova;
-use nova_webhook::review::{self, Kind, Offline, Webhook};
-use nova_webhook::validation::{NoLookups, Operation, nova};
+use nova_webhook::lookups::Lookups;
+use nova_webhook::review::{self, Offline, Webhook};
+use nova_webhook::validation::{Operation, nova};
 
 const EXAMPLE_NOVA: &str = include_str!("../../examples/nova.yaml");
 
@@ -50,7 +51,12 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let mut n = black_box(&example).clone();
             default_nova(&mut n.spec);
-            black_box(nova::validate(&n, None, Operation::Create, &NoLookups))
+            black_box(nova::validate(
+                &n,
+                None,
+                Operation::Create,
+                &Lookups::default(),
+            ))
         })
     });
     c.bench_function(
@@ -61,7 +67,7 @@ fn bench(c: &mut Criterion) {
                     black_box(&with_extra),
                     None,
                     Operation::Create,
-                    &NoLookups,
+                    &Lookups::default(),
                 ))
             })
         },
@@ -74,7 +80,7 @@ fn bench(c: &mut Criterion) {
     c.bench_function("mutate review, Example Nova (bytes in, bytes out)", |b| {
         b.iter(|| {
             black_box(rt.block_on(review::handle(
-                Webhook::Mutate(Kind::Nova),
+                Webhook::mutate::<Nova>(),
                 black_box(&raw),
                 &Offline,
             )))
@@ -85,7 +91,7 @@ fn bench(c: &mut Criterion) {
         |b| {
             b.iter(|| {
                 black_box(rt.block_on(review::handle(
-                    Webhook::Validate(Kind::Nova),
+                    Webhook::validate::<Nova>(),
                     black_box(&raw_defaulted),
                     &Offline,
                 )))
@@ -116,5 +122,55 @@ fn parts(c: &mut Criterion) {
     });
 }
 
-criterion_group!(parts_group, parts);
+/// The wire types: the hand-written review with the object kept raw and decoded once, against
+/// kube's `AdmissionReview<DynamicObject>` (object as a `serde_json::Value`, then decoded
+/// again) and kube's typed `AdmissionReview<Nova>`.
+fn wire(c: &mut Criterion) {
+    use kube::core::DynamicObject;
+    use kube::core::admission::{AdmissionRequest, AdmissionReview};
+
+    let example: Nova = serde_saphyr::from_str(EXAMPLE_NOVA).expect("example");
+    let mut defaulted = example.clone();
+    default_nova(&mut defaulted.spec);
+    let mut object = serde_json::to_value(&defaulted).expect("json");
+    object["apiVersion"] = "nova.openstack.c5c3.io/v1alpha1".into();
+    object["kind"] = "Nova".into();
+    let mut review: serde_json::Value = serde_json::from_slice(&body(&object)).expect("review");
+    // kube's request type requires the fields the API server always sends.
+    review["request"]["resource"] = serde_json::json!({"group": "nova.openstack.c5c3.io", "version": "v1alpha1", "resource": "novas"});
+    review["request"]["userInfo"] = serde_json::json!({"username": "admin"});
+    let raw = serde_json::to_vec(&review).expect("bytes");
+    c.bench_function("wire: hand-written review, raw object decoded once", |b| {
+        b.iter(|| {
+            let r = review::parse(black_box(&raw)).expect("review");
+            let obj = r.request.object.expect("object");
+            black_box(serde_json::from_str::<Nova>(obj.get()).expect("nova"))
+        })
+    });
+    c.bench_function(
+        "wire: kube AdmissionReview<DynamicObject> then typed",
+        |b| {
+            b.iter(|| {
+                let r: AdmissionReview<DynamicObject> =
+                    serde_json::from_slice(black_box(&raw)).expect("review");
+                let req: AdmissionRequest<DynamicObject> = r.try_into().expect("request");
+                black_box(
+                    req.object
+                        .expect("object")
+                        .try_parse::<Nova>()
+                        .expect("nova"),
+                )
+            })
+        },
+    );
+    c.bench_function("wire: kube AdmissionReview<Nova>", |b| {
+        b.iter(|| {
+            let r: AdmissionReview<Nova> = serde_json::from_slice(black_box(&raw)).expect("review");
+            let req: AdmissionRequest<Nova> = r.try_into().expect("request");
+            black_box(req.object.expect("object"))
+        })
+    });
+}
+
+criterion_group!(parts_group, parts, wire);
 criterion_main!(benches, parts_group);

@@ -1,8 +1,9 @@
 //! `nova-webhook`: the defaulting and validating admission webhook of the Nova and NovaCompute
-//! kinds. The admission logic is pure (`review`, `validation`); the server (`server`) only
-//! moves bytes, resolves the lookups that need the API server (`lookups`) and counts
-//! (`metrics`).
+//! kinds. Each kind implements one trait (`admitted`); the admission logic is pure (`review`,
+//! `decode`, `validation`); the server (`server`) only moves bytes, resolves the lookups that
+//! need the API server (`lookups`) and counts (`metrics`).
 
+pub mod admitted;
 pub mod catalog;
 pub mod decode;
 pub mod field;

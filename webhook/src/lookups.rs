@@ -1,25 +1,109 @@
-//! The lookups that need the API server: PriorityClass existence (cached briefly) and the Nova
-//! a NovaCompute joins (uncached). An unreachable API server never stops the webhook from
+//! The lookups that need the API server, as one snapshot resolved before validation runs (so
+//! validation stays synchronous and pure): PriorityClass existence (cached briefly) and the
+//! Nova a NovaCompute joins (uncached). An unreachable API server never stops the webhook from
 //! answering: the PriorityClass check fails closed on its field, the Nova read fails the
 //! NovaCompute admission as an internal error.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::Api;
 use nova_api::v1alpha1::Nova;
-
-use crate::review::Resolver;
-use crate::validation::novacompute::NovaRelease;
-use crate::validation::{PriorityClassLookup, ResolvedLookups};
 
 /// How long a PriorityClass answer is reused.
 pub const PRIORITY_CLASS_TTL: Duration = Duration::from_secs(10);
 /// The longest a lookup may take before it counts as unreachable (the API server's own
 /// webhook timeout defaults to 10 s).
 pub const LOOKUP_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The answer of a PriorityClass lookup.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PriorityClassLookup {
+    /// The class exists.
+    Exists,
+    /// The API server says it does not.
+    NotFound,
+    /// The API server could not be asked; the check fails closed.
+    Unavailable(String),
+}
+
+/// The referenced Nova, as far as the catalog check needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NovaRelease {
+    /// The Nova exists; its spec.openStackRelease.
+    Found(String),
+    /// The Nova does not exist (yet).
+    NotFound,
+}
+
+/// The Nova a NovaCompute joins.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NovaRef {
+    /// Its namespace (the pool's).
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// What one admission needs asked of the API server.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// The PriorityClass names the rules look up, sorted and unique.
+    pub priority_classes: Vec<String>,
+    /// The Nova to read, when the catalog check runs.
+    pub nova: Option<NovaRef>,
+}
+
+impl Needs {
+    /// Whether nothing has to be asked.
+    pub fn is_empty(&self) -> bool {
+        self.priority_classes.is_empty() && self.nova.is_none()
+    }
+}
+
+/// The answers of one admission's lookups.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Lookups {
+    /// The PriorityClass answers; `None` without a cluster, and then the checks are skipped. A
+    /// name the map holds no answer for counts as absent.
+    pub priority_classes: Option<BTreeMap<String, PriorityClassLookup>>,
+    /// The Nova a NovaCompute joins, when it was read.
+    pub nova: Option<NovaRelease>,
+}
+
+impl Lookups {
+    /// Whether the PriorityClass `name` exists; `None` when the check is skipped.
+    pub fn priority_class(&self, name: &str) -> Option<PriorityClassLookup> {
+        self.priority_classes.as_ref().map(|answers| {
+            answers
+                .get(name)
+                .cloned()
+                .unwrap_or(PriorityClassLookup::NotFound)
+        })
+    }
+}
+
+/// Resolves the lookups of an admission. `Err` is why the Nova could not be read; it fails the
+/// admission as an internal error.
+pub trait Resolver: Send + Sync {
+    /// Asks what `needs` names.
+    fn resolve<'a>(&'a self, needs: &'a Needs) -> BoxFuture<'a, Result<Lookups, String>>;
+}
+
+/// A resolver without a cluster: every PriorityClass check skipped, every Nova absent.
+pub struct Offline;
+
+impl Resolver for Offline {
+    fn resolve<'a>(&'a self, needs: &'a Needs) -> BoxFuture<'a, Result<Lookups, String>> {
+        Box::pin(std::future::ready(Ok(Lookups {
+            priority_classes: None,
+            nova: needs.nova.as_ref().map(|_| NovaRelease::NotFound),
+        })))
+    }
+}
 
 /// Lookups through a kube client.
 pub struct KubeResolver {
@@ -55,12 +139,15 @@ impl KubeResolver {
     }
 
     async fn priority_class(&self, name: &str) -> PriorityClassLookup {
-        if let Some(exists) = self.cached(name) {
-            return if exists {
+        let answer = |exists| {
+            if exists {
                 PriorityClassLookup::Exists
             } else {
                 PriorityClassLookup::NotFound
-            };
+            }
+        };
+        if let Some(exists) = self.cached(name) {
+            return answer(exists);
         }
         let Some(client) = &self.client else {
             return PriorityClassLookup::Unavailable(self.why_no_client.clone());
@@ -76,38 +163,53 @@ impl KubeResolver {
             }
             Ok(Ok(found)) => {
                 self.remember(name, found.is_some());
-                if found.is_some() {
-                    PriorityClassLookup::Exists
-                } else {
-                    PriorityClassLookup::NotFound
-                }
+                answer(found.is_some())
             }
         }
     }
-}
 
-impl Resolver for KubeResolver {
-    async fn priority_classes(&self, names: &[String]) -> ResolvedLookups {
-        let answers = futures::future::join_all(names.iter().map(|n| self.priority_class(n))).await;
-        ResolvedLookups {
-            priority_classes: names.iter().cloned().zip(answers).collect(),
-            enabled: true,
-        }
-    }
-
-    async fn nova(&self, namespace: &str, name: &str) -> Result<NovaRelease, String> {
+    async fn nova(&self, nova: &NovaRef) -> Result<NovaRelease, String> {
         let Some(client) = &self.client else {
             return Err(self.why_no_client.clone());
         };
-        let api: Api<Nova> = Api::namespaced(client.clone(), namespace);
-        match tokio::time::timeout(LOOKUP_TIMEOUT, api.get_opt(name)).await {
+        let api: Api<Nova> = Api::namespaced(client.clone(), &nova.namespace);
+        match tokio::time::timeout(LOOKUP_TIMEOUT, api.get_opt(&nova.name)).await {
             Err(_) => Err(format!(
                 "the Kubernetes API did not answer within {}s",
                 LOOKUP_TIMEOUT.as_secs()
             )),
             Ok(Err(e)) => Err(e.to_string()),
             Ok(Ok(None)) => Ok(NovaRelease::NotFound),
-            Ok(Ok(Some(nova))) => Ok(NovaRelease::Found(nova.spec.open_stack_release)),
+            Ok(Ok(Some(found))) => Ok(NovaRelease::Found(found.spec.open_stack_release)),
         }
+    }
+}
+
+impl Resolver for KubeResolver {
+    fn resolve<'a>(&'a self, needs: &'a Needs) -> BoxFuture<'a, Result<Lookups, String>> {
+        Box::pin(async move {
+            let answers = futures::future::join_all(
+                needs
+                    .priority_classes
+                    .iter()
+                    .map(|n| self.priority_class(n)),
+            )
+            .await;
+            let nova = match &needs.nova {
+                None => None,
+                Some(r) => Some(self.nova(r).await?),
+            };
+            Ok(Lookups {
+                priority_classes: Some(
+                    needs
+                        .priority_classes
+                        .iter()
+                        .cloned()
+                        .zip(answers)
+                        .collect(),
+                ),
+                nova,
+            })
+        })
     }
 }

@@ -73,7 +73,7 @@ pub fn admission_router<R: Resolver + Send + Sync + 'static>(state: Arc<AppState
     let mut router = Router::new();
     for webhook in Webhook::ALL {
         router = router.route(
-            webhook.path(),
+            webhook.path,
             post(
                 move |State(state): State<Arc<AppState<R>>>, req: Request<Body>| async move {
                     admit(webhook, state, req).await
@@ -102,7 +102,7 @@ async fn admit<R: Resolver + Send + Sync + 'static>(
     req: Request<Body>,
 ) -> Response {
     let started = Instant::now();
-    let path = webhook.path();
+    let path = webhook.path;
     let limits = state.limits;
     let body = match tokio::time::timeout(
         limits.body_read_timeout,

@@ -6,13 +6,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
 use nova_certs::{CertificateAuthority, IssuedCert};
+use nova_webhook::lookups::{Lookups, Needs, NovaRelease, PriorityClassLookup};
 use nova_webhook::metrics::Metrics;
 use nova_webhook::review::{Offline, Resolver};
 use nova_webhook::server::{self, AppState, Limits};
 use nova_webhook::tls::{self, CertStore};
-use nova_webhook::validation::ResolvedLookups;
-use nova_webhook::validation::novacompute::NovaRelease;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -417,24 +417,20 @@ async fn admission_over_tls_and_the_limits() {
 struct Slow;
 
 impl Resolver for Slow {
-    async fn priority_classes(&self, names: &[String]) -> ResolvedLookups {
-        tokio::time::sleep(Duration::from_millis(700)).await;
-        ResolvedLookups {
-            priority_classes: names
-                .iter()
-                .map(|n| {
-                    (
-                        n.clone(),
-                        nova_webhook::validation::PriorityClassLookup::Exists,
-                    )
-                })
-                .collect(),
-            enabled: true,
-        }
-    }
-
-    async fn nova(&self, _: &str, _: &str) -> Result<NovaRelease, String> {
-        Ok(NovaRelease::NotFound)
+    fn resolve<'a>(&'a self, needs: &'a Needs) -> BoxFuture<'a, Result<Lookups, String>> {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            Ok(Lookups {
+                priority_classes: Some(
+                    needs
+                        .priority_classes
+                        .iter()
+                        .map(|n| (n.clone(), PriorityClassLookup::Exists))
+                        .collect(),
+                ),
+                nova: needs.nova.as_ref().map(|_| NovaRelease::NotFound),
+            })
+        })
     }
 }
 

@@ -5,7 +5,8 @@
 //! `NOVA_WEBHOOK_FUZZ_ITERATIONS=200000 cargo test -p nova-webhook --release --test robustness`
 //! runs it longer.
 
-use nova_webhook::review::{Kind, Offline, Webhook, handle};
+use nova_api::v1alpha1::{Nova, NovaCompute};
+use nova_webhook::review::{Offline, Webhook, handle};
 use serde_json::{Value, json};
 
 const EXAMPLE_NOVA: &str = include_str!("../../examples/nova.yaml");
@@ -141,19 +142,22 @@ fn damaged_reviews_never_panic() {
         .unwrap_or(3000);
     let bases = [
         (
-            Kind::Nova,
+            [Webhook::mutate::<Nova>(), Webhook::validate::<Nova>()],
             "Nova",
             serde_saphyr::from_str::<Value>(EXAMPLE_NOVA).unwrap(),
         ),
         (
-            Kind::NovaCompute,
+            [
+                Webhook::mutate::<NovaCompute>(),
+                Webhook::validate::<NovaCompute>(),
+            ],
             "NovaCompute",
             serde_saphyr::from_str::<Value>(EXAMPLE_POOL).unwrap(),
         ),
     ];
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     for i in 0..iterations {
-        let (kind, name, base) = &bases[i % 2];
+        let (webhooks, name, base) = &bases[i % 2];
         let mut object = base.clone();
         for _ in 0..=rng.below(4) {
             mutate(&mut object, &mut rng, 0);
@@ -164,7 +168,7 @@ fn damaged_reviews_never_panic() {
             ("UPDATE", Some(base))
         };
         let body = review(name, op, &object, old);
-        for webhook in [Webhook::Mutate(*kind), Webhook::Validate(*kind)] {
+        for webhook in *webhooks {
             let handled = futures::executor::block_on(handle(webhook, &body, &Offline));
             assert_eq!(
                 handled.status,

@@ -11,9 +11,10 @@ use nova_api::v1alpha1::{
 use serde_json::Value;
 
 use super::common::floor;
-use super::{Lookups, PriorityClassLookup, behavior, quantity};
+use super::{behavior, quantity};
 use crate::field::{BadValue, FieldError, Path, go_quote};
 use crate::grammar;
+use crate::lookups::{Lookups, PriorityClassLookup};
 
 /// The render-time grace period of a block without one.
 pub const DEFAULT_GRACE: i64 = 30;
@@ -42,7 +43,7 @@ pub struct Block<'a> {
 pub fn deployment(
     cr_name: &str,
     block: &Block<'_>,
-    lookups: &dyn Lookups,
+    lookups: &Lookups,
     errors: &mut Vec<FieldError>,
 ) {
     let d = block.deployment;
@@ -179,12 +180,7 @@ fn parsed<'a>(
 }
 
 /// The PriorityClass must exist; an unreachable API server fails closed on this field.
-pub fn priority_class(
-    path: &Path,
-    name: &str,
-    lookups: &dyn Lookups,
-    errors: &mut Vec<FieldError>,
-) {
+pub fn priority_class(path: &Path, name: &str, lookups: &Lookups, errors: &mut Vec<FieldError>) {
     match lookups.priority_class(name) {
         None | Some(PriorityClassLookup::Exists) => {}
         Some(PriorityClassLookup::NotFound) => errors.push(FieldError::not_found(path, name)),
@@ -392,7 +388,7 @@ fn vpa_bounds<'a>(
 }
 
 /// The jobs block: requests within limits, an existing PriorityClass, node placement.
-pub fn jobs(path: &Path, jobs: &JobSpec, lookups: &dyn Lookups, errors: &mut Vec<FieldError>) {
+pub fn jobs(path: &Path, jobs: &JobSpec, lookups: &Lookups, errors: &mut Vec<FieldError>) {
     if let Some(resources) = &jobs.resources {
         requests_within_limits(&path.child("resources"), resources, errors);
     }

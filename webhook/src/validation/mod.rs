@@ -1,8 +1,8 @@
 //! Validation of both kinds as pure functions of (new, old, operation, lookups).
 //!
 //! Every rule appends to one error list, so a response names every violated field at once.
-//! Lookups that need the API server (PriorityClass, the Nova a pool joins) are resolved by the
-//! caller before validation runs, which keeps these functions synchronous and testable.
+//! Lookups that need the API server (PriorityClass, the Nova a pool joins) arrive as one
+//! resolved snapshot (`crate::lookups::Lookups`), which keeps these functions synchronous.
 
 pub mod behavior;
 pub mod common;
@@ -12,8 +12,6 @@ pub mod nova;
 pub mod novacompute;
 pub mod quantity;
 pub mod urls;
-
-use std::collections::BTreeMap;
 
 use crate::field::FieldError;
 
@@ -50,56 +48,6 @@ impl Operation {
             Operation::Delete => "DELETE",
             Operation::Connect => "CONNECT",
         }
-    }
-}
-
-/// The answer of a PriorityClass lookup.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PriorityClassLookup {
-    /// The class exists.
-    Exists,
-    /// The API server says it does not.
-    NotFound,
-    /// The API server could not be asked; the check fails closed.
-    Unavailable(String),
-}
-
-/// The lookups validation needs from the API server, already resolved.
-pub trait Lookups {
-    /// Whether the PriorityClass `name` exists. `None`: no client is configured, so the check
-    /// is skipped (unit tests without a cluster).
-    fn priority_class(&self, name: &str) -> Option<PriorityClassLookup>;
-}
-
-/// Lookups backed by a map resolved before validation.
-#[derive(Clone, Debug, Default)]
-pub struct ResolvedLookups {
-    /// PriorityClass name → answer.
-    pub priority_classes: BTreeMap<String, PriorityClassLookup>,
-    /// Whether the map is authoritative; when false every lookup is skipped.
-    pub enabled: bool,
-}
-
-impl Lookups for ResolvedLookups {
-    fn priority_class(&self, name: &str) -> Option<PriorityClassLookup> {
-        if !self.enabled {
-            return None;
-        }
-        Some(
-            self.priority_classes
-                .get(name)
-                .cloned()
-                .unwrap_or_else(|| PriorityClassLookup::Unavailable("not resolved".into())),
-        )
-    }
-}
-
-/// No client: lookups skipped.
-pub struct NoLookups;
-
-impl Lookups for NoLookups {
-    fn priority_class(&self, _name: &str) -> Option<PriorityClassLookup> {
-        None
     }
 }
 

@@ -5,13 +5,16 @@ use std::sync::LazyLock;
 use nova_api::labels::component;
 use nova_api::names::{NOVA_NAME_MAX, nova_forbidden_suffix};
 use nova_api::owned_keys::{self, OwnedKey};
-use nova_api::v1alpha1::{CredentialsMode, DeploymentSpec, Nova, NovaSpec};
+use nova_api::v1alpha1::{
+    AutoscalingSpec, CredentialsMode, DeploymentSpec, Nova, NovaConsoleProxySpec, NovaSpec,
+};
 
 use super::common::floor;
 use super::deployment::{self, Block, DEFAULT_GRACE};
 use super::urls::{self, Schemes};
-use super::{Lookups, Operation, Outcome, common, extra_config};
+use super::{Operation, Outcome, common, extra_config};
 use crate::field::{FieldError, Path};
+use crate::lookups::Lookups;
 
 /// The owned-key registry of nova.conf.
 pub static REGISTRY: LazyLock<Vec<OwnedKey>> =
@@ -86,10 +89,11 @@ fn effective_mode(mode: Option<CredentialsMode>) -> CredentialsMode {
     mode.unwrap_or(CredentialsMode::Static)
 }
 
-fn mode_name(mode: CredentialsMode) -> &'static str {
-    match mode {
-        CredentialsMode::Static => "Static",
-        CredentialsMode::Dynamic => "Dynamic",
+/// An enum value's name as the API writes it (its serde name), not restated here.
+fn variant_name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(name)) => name,
+        _ => String::new(),
     }
 }
 
@@ -98,7 +102,7 @@ pub fn validate(
     new: &Nova,
     old: Option<&Nova>,
     operation: Operation,
-    lookups: &dyn Lookups,
+    lookups: &Lookups,
 ) -> Outcome {
     let mut out = Outcome::default();
     let old_spec = old
@@ -128,11 +132,12 @@ pub fn validate(
     out
 }
 
+/// Every spec rule, block by block, in the order the errors are reported.
 fn spec_rules(
     name: &str,
     spec: &NovaSpec,
     old: Option<&NovaSpec>,
-    lookups: &dyn Lookups,
+    lookups: &Lookups,
     errors: &mut Vec<FieldError>,
     warnings: &mut Vec<String>,
 ) {
@@ -144,8 +149,56 @@ fn spec_rules(
         warnings,
     );
     common::image(&root.child("image"), &spec.image, errors);
+    database_rules(&root, spec, old, errors);
+    common::cache(&root.child("cache"), &spec.cache, errors);
+    common::messaging(&root.child("messaging"), &spec.messaging, errors);
+    secret_ref_rules(&root, spec, errors);
+    endpoint_rules(&root, spec, errors);
+    rendered_rules(&root, spec, errors);
+    if let Some(console) = &spec.console_proxy {
+        console_rules(&root.child("consoleProxy"), console, errors);
+    }
+    if let Some(gw) = &spec.gateway {
+        common::gateway(&root.child("gateway"), gw, errors);
+    }
+    if let Some(gw) = &spec.metadata.gateway {
+        common::gateway(&root.child("metadata").child("gateway"), gw, errors);
+    }
+    workload_rules(&root, name, spec, lookups, errors);
+    if let Some(a) = &spec.autoscaling {
+        autoscaling_rules(&root, a, spec, errors);
+    }
+    if let Some(np) = &spec.network_policy
+        && np.ingress.is_empty()
+    {
+        errors.push(FieldError::required(
+            root.child("networkPolicy").child("ingress"),
+            "at least one ingress source must be specified",
+        ));
+    }
+    if let Some(logging) = &spec.logging {
+        common::logging(&root.child("logging"), logging, errors);
+    }
+    if let Some(store) = &spec.secret_store_ref {
+        common::secret_store(&root.child("secretStoreRef"), store, errors);
+    }
+    common::target_cluster(
+        &root.child("targetClusterRef"),
+        spec.target_cluster_ref.as_ref(),
+        old.map(|o| o.target_cluster_ref.as_ref()),
+        errors,
+    );
+    archive_rules(&root.child("dbArchive"), spec, old, errors, warnings);
+    extra_config_rules(spec, old, errors, warnings);
+}
 
-    // The two database blocks, the rules between them, and their transition rules.
+/// The two database blocks, the rules between them, and their transition rules.
+fn database_rules(
+    root: &Path,
+    spec: &NovaSpec,
+    old: Option<&NovaSpec>,
+    errors: &mut Vec<FieldError>,
+) {
     let api_db = root.child("apiDatabase");
     let cell_db = root.child("database");
     common::database(&api_db, &spec.api_database, errors);
@@ -171,7 +224,7 @@ fn spec_rules(
     if api_mode != cell_mode {
         errors.push(FieldError::invalid(
             cell_db.child("credentialsMode"),
-            mode_name(cell_mode),
+            variant_name(&cell_mode),
             "apiDatabase and database must use the same credentialsMode",
         ));
     }
@@ -182,61 +235,62 @@ fn spec_rules(
             "database.database must be at most 58 characters: cell0 is provisioned as <database>_cell0 under the 64-character schema limit",
         ));
     }
-    if let Some(old) = old {
-        if spec.api_database.database != old.api_database.database {
-            errors.push(FieldError::invalid(
-                api_db.child("database"),
-                &spec.api_database.database,
-                "apiDatabase.database is immutable: the schema holds the cell map and every instance mapping",
-            ));
-        }
-        if spec.api_database.cluster_ref.is_some() != old.api_database.cluster_ref.is_some() {
-            errors.push(FieldError::invalid_omitted(
-                &api_db,
-                "apiDatabase mode (managed clusterRef vs brownfield host) is immutable",
-            ));
-        }
-        if spec.database.database != old.database.database {
-            errors.push(FieldError::invalid(
-                cell_db.child("database"),
-                &spec.database.database,
-                "database.database is immutable: the cell mappings store the schema name",
-            ));
-        }
-        if spec.database.cluster_ref.is_some() != old.database.cluster_ref.is_some() {
-            errors.push(FieldError::invalid_omitted(
-                &cell_db,
-                "database mode (managed clusterRef vs brownfield host) is immutable",
-            ));
-        }
+    let Some(old) = old else { return };
+    if spec.api_database.database != old.api_database.database {
+        errors.push(FieldError::invalid(
+            api_db.child("database"),
+            &spec.api_database.database,
+            "apiDatabase.database is immutable: the schema holds the cell map and every instance mapping",
+        ));
     }
+    if spec.api_database.cluster_ref.is_some() != old.api_database.cluster_ref.is_some() {
+        errors.push(FieldError::invalid_omitted(
+            &api_db,
+            "apiDatabase mode (managed clusterRef vs brownfield host) is immutable",
+        ));
+    }
+    if spec.database.database != old.database.database {
+        errors.push(FieldError::invalid(
+            cell_db.child("database"),
+            &spec.database.database,
+            "database.database is immutable: the cell mappings store the schema name",
+        ));
+    }
+    if spec.database.cluster_ref.is_some() != old.database.cluster_ref.is_some() {
+        errors.push(FieldError::invalid_omitted(
+            &cell_db,
+            "database mode (managed clusterRef vs brownfield host) is immutable",
+        ));
+    }
+}
 
-    common::cache(&root.child("cache"), &spec.cache, errors);
-    common::messaging(&root.child("messaging"), &spec.messaging, errors);
-
-    // Secret references whose name has no default.
+/// Secret references whose name has no default.
+fn secret_ref_rules(root: &Path, spec: &NovaSpec, errors: &mut Vec<FieldError>) {
     if spec.metadata.shared_secret_ref.name.is_empty() {
         errors.push(FieldError::required(
-            "spec.metadata.sharedSecretRef.name",
+            root.child("metadata").child("sharedSecretRef").child("name"),
             "sharedSecretRef.name must be set (the Secret holding the value the Neutron metadata agent signs proxied requests with)",
         ));
     }
     if spec.service_user.secret_ref.name.is_empty() {
         errors.push(FieldError::required(
-            "spec.serviceUser.secretRef.name",
+            root.child("serviceUser").child("secretRef").child("name"),
             "secretRef.name must be set (the Secret holding the service-user password)",
         ));
     }
+}
 
-    // Endpoints.
+/// The Keystone endpoints, the endpoint overrides and the remote-compute block.
+fn endpoint_rules(root: &Path, spec: &NovaSpec, errors: &mut Vec<FieldError>) {
+    let keystone = root.child("keystoneEndpoint");
     if spec.keystone_endpoint.is_empty() {
         errors.push(FieldError::required(
-            "spec.keystoneEndpoint",
+            &keystone,
             "keystoneEndpoint must be set",
         ));
     } else {
         urls::check(
-            "spec.keystoneEndpoint",
+            &keystone,
             &spec.keystone_endpoint,
             Schemes::HttpOrHttps,
             errors,
@@ -248,13 +302,14 @@ fn spec_rules(
         .filter(|s| !s.is_empty())
     {
         urls::check(
-            "spec.keystonePublicEndpoint",
+            &root.child("keystonePublicEndpoint"),
             public,
             Schemes::HttpOrHttps,
             errors,
         );
     }
     if let Some(endpoints) = &spec.endpoints {
+        let path = root.child("endpoints");
         let overrides = [
             (
                 "placement",
@@ -295,7 +350,7 @@ fn spec_rules(
         for (service, url) in overrides {
             if let Some(url) = url.filter(|u| !u.is_empty()) {
                 urls::check(
-                    &format!("spec.endpoints.{service}.override"),
+                    &path.child(service).child("override"),
                     url,
                     Schemes::HttpOrHttps,
                     errors,
@@ -303,92 +358,86 @@ fn spec_rules(
             }
         }
     }
-    if let Some(remote) = &spec.remote_compute {
-        if spec.messaging.tls.is_none() {
-            errors.push(FieldError::required(
-                "spec.messaging.tls",
-                "remoteCompute requires messaging.tls: a compute on another cluster verifies the broker against the messaging CA bundle",
-            ));
-        }
-        if remote.keystone_endpoint.is_empty() {
-            errors.push(FieldError::required(
-                "spec.remoteCompute.keystoneEndpoint",
-                "keystoneEndpoint must be set",
-            ));
-        } else {
-            urls::check(
-                "spec.remoteCompute.keystoneEndpoint",
-                &remote.keystone_endpoint,
-                Schemes::HttpsOnly,
-                errors,
-            );
-        }
-        if remote.transport_url_secret_ref.name.is_empty() {
-            errors.push(FieldError::required(
-                "spec.remoteCompute.transportURLSecretRef.name",
-                "transportURLSecretRef.name must be set (the Secret holding the broker's external rabbit:// URL)",
-            ));
-        }
+    let Some(remote) = &spec.remote_compute else {
+        return;
+    };
+    let path = root.child("remoteCompute");
+    if spec.messaging.tls.is_none() {
+        errors.push(FieldError::required(
+            root.child("messaging").child("tls"),
+            "remoteCompute requires messaging.tls: a compute on another cluster verifies the broker against the messaging CA bundle",
+        ));
     }
+    let keystone = path.child("keystoneEndpoint");
+    if remote.keystone_endpoint.is_empty() {
+        errors.push(FieldError::required(
+            &keystone,
+            "keystoneEndpoint must be set",
+        ));
+    } else {
+        urls::check(
+            &keystone,
+            &remote.keystone_endpoint,
+            Schemes::HttpsOnly,
+            errors,
+        );
+    }
+    if remote.transport_url_secret_ref.name.is_empty() {
+        errors.push(FieldError::required(
+            path.child("transportURLSecretRef").child("name"),
+            "transportURLSecretRef.name must be set (the Secret holding the broker's external rabbit:// URL)",
+        ));
+    }
+}
 
-    // Control characters in typed fields rendered verbatim.
+/// Control characters in the typed fields rendered verbatim into nova.conf.
+fn rendered_rules(root: &Path, spec: &NovaSpec, errors: &mut Vec<FieldError>) {
     common::rendered(&root.child("region"), spec.region.as_deref(), errors);
     let user = &spec.service_user;
-    let user_path = root.child("serviceUser");
-    common::rendered(
-        &user_path.child("username"),
-        user.username.as_deref(),
-        errors,
-    );
-    common::rendered(
-        &user_path.child("projectName"),
-        user.project_name.as_deref(),
-        errors,
-    );
-    common::rendered(
-        &user_path.child("userDomainName"),
-        user.user_domain_name.as_deref(),
-        errors,
-    );
-    common::rendered(
-        &user_path.child("projectDomainName"),
-        user.project_domain_name.as_deref(),
-        errors,
-    );
+    let path = root.child("serviceUser");
+    for (field, value) in [
+        ("username", &user.username),
+        ("projectName", &user.project_name),
+        ("userDomainName", &user.user_domain_name),
+        ("projectDomainName", &user.project_domain_name),
+    ] {
+        common::rendered(&path.child(field), value.as_deref(), errors);
+    }
+}
 
-    // The console proxy.
-    let console_path = root.child("consoleProxy");
-    if let Some(console) = &spec.console_proxy {
-        if console.enabled == Some(false) && console.deployment.is_some() {
-            errors.push(FieldError::forbidden(
-                console_path.child("deployment"),
-                "consoleProxy.deployment must not be set when consoleProxy.enabled is false",
-            ));
-        }
-        if let Some(gw) = &console.gateway {
-            let gw_path = console_path.child("gateway");
-            common::gateway(&gw_path, gw, errors);
-            common::rendered(&gw_path.child("hostname"), Some(&gw.hostname), errors);
-            if let Some(path) = gw.path.as_deref()
-                && !path.is_empty()
-                && path != "/"
-            {
-                errors.push(FieldError::invalid(
-                    gw_path.child("path"),
-                    path,
-                    "path must be empty or \"/\": the console page and the WebSocket it opens both live at the root of the hostname, so a prefix route would match neither",
-                ));
-            }
-        }
+/// The console proxy: its deployment only while enabled, and its gateway, whose hostname is
+/// rendered into nova.conf and whose path must be the root.
+fn console_rules(path: &Path, console: &NovaConsoleProxySpec, errors: &mut Vec<FieldError>) {
+    if console.enabled == Some(false) && console.deployment.is_some() {
+        errors.push(FieldError::forbidden(
+            path.child("deployment"),
+            "consoleProxy.deployment must not be set when consoleProxy.enabled is false",
+        ));
     }
-    if let Some(gw) = &spec.gateway {
-        common::gateway(&root.child("gateway"), gw, errors);
+    let Some(gw) = &console.gateway else { return };
+    let gw_path = path.child("gateway");
+    common::gateway(&gw_path, gw, errors);
+    common::rendered(&gw_path.child("hostname"), Some(&gw.hostname), errors);
+    if let Some(prefix) = gw.path.as_deref()
+        && !prefix.is_empty()
+        && prefix != "/"
+    {
+        errors.push(FieldError::invalid(
+            gw_path.child("path"),
+            prefix,
+            "path must be empty or \"/\": the console page and the WebSocket it opens both live at the root of the hostname, so a prefix route would match neither",
+        ));
     }
-    if let Some(gw) = &spec.metadata.gateway {
-        common::gateway(&root.child("metadata").child("gateway"), gw, errors);
-    }
+}
 
-    // The five deployment blocks, their uWSGI and worker counts, and the jobs block.
+/// The five deployment blocks, their uWSGI and worker counts, and the jobs block.
+fn workload_rules(
+    root: &Path,
+    name: &str,
+    spec: &NovaSpec,
+    lookups: &Lookups,
+    errors: &mut Vec<FieldError>,
+) {
     for (block, d, component) in deployments(spec) {
         let default_grace = if matches!(block, "scheduler" | "conductor") {
             RPC_GRACE
@@ -437,105 +486,83 @@ fn spec_rules(
     if let Some(jobs) = &spec.jobs {
         deployment::jobs(&root.child("jobs"), jobs, lookups, errors);
     }
+}
 
-    // Autoscaling of the API Deployment.
+/// Autoscaling of the API Deployment, and no VPA on the Deployment it scales.
+fn autoscaling_rules(
+    root: &Path,
+    a: &AutoscalingSpec,
+    spec: &NovaSpec,
+    errors: &mut Vec<FieldError>,
+) {
     let api_deployment = spec.api.as_ref().and_then(|a| a.deployment.as_ref());
-    if let Some(a) = &spec.autoscaling {
-        deployment::autoscaling(&root.child("autoscaling"), a, api_deployment, errors);
-        if api_deployment.is_some_and(|d| d.vertical_autoscaling.is_some()) {
-            errors.push(FieldError::invalid_omitted(
-                "spec.api.deployment.verticalAutoscaling",
-                "spec.api.deployment.verticalAutoscaling cannot be set while spec.autoscaling scales the same Deployment",
-            ));
-        }
-    }
-
-    if let Some(np) = &spec.network_policy
-        && np.ingress.is_empty()
-    {
-        errors.push(FieldError::required(
-            "spec.networkPolicy.ingress",
-            "at least one ingress source must be specified",
+    deployment::autoscaling(&root.child("autoscaling"), a, api_deployment, errors);
+    if api_deployment.is_some_and(|d| d.vertical_autoscaling.is_some()) {
+        errors.push(FieldError::invalid_omitted(
+            root.child("api")
+                .child("deployment")
+                .child("verticalAutoscaling"),
+            "spec.api.deployment.verticalAutoscaling cannot be set while spec.autoscaling scales the same Deployment",
         ));
     }
-    if let Some(logging) = &spec.logging {
-        common::logging(&root.child("logging"), logging, errors);
-    }
-    if let Some(store) = &spec.secret_store_ref {
-        common::secret_store(&root.child("secretStoreRef"), store, errors);
-    }
-    common::target_cluster(
-        &root.child("targetClusterRef"),
-        spec.target_cluster_ref.as_ref(),
-        old.map(|o| o.target_cluster_ref.as_ref()),
-        errors,
-    );
+}
 
-    // The archive: bounds, the cron grammar, and the retention warning.
+/// The archive: bounds, the cron grammar, and the retention warning.
+fn archive_rules(
+    path: &Path,
+    spec: &NovaSpec,
+    old: Option<&NovaSpec>,
+    errors: &mut Vec<FieldError>,
+    warnings: &mut Vec<String>,
+) {
     if let Some(archive) = &spec.db_archive {
-        let p = root.child("dbArchive");
         if let Some(schedule) = archive.schedule.as_deref().filter(|s| !s.is_empty()) {
-            common::cron_schedule(&p.child("schedule"), schedule, errors);
+            common::cron_schedule(&path.child("schedule"), schedule, errors);
         }
-        floor(
-            &p,
-            "maxRows",
-            archive.max_rows,
-            1,
-            "maxRows must be at least 1",
-            errors,
-        );
-        floor(
-            &p,
-            "sleep",
-            archive.sleep,
-            0,
-            "sleep must be non-negative",
-            errors,
-        );
-        floor(
-            &p,
-            "retentionDays",
-            archive.retention_days,
-            1,
-            "retentionDays must be at least 1",
-            errors,
-        );
-    }
-    if let Some(old) = old {
-        let before = old.db_archive.as_ref().and_then(|a| a.retention_days);
-        let after = spec.db_archive.as_ref().and_then(|a| a.retention_days);
-        match (before, after) {
-            (Some(b), Some(a)) if a < b => warnings.push(format!(
-                "spec.dbArchive.retentionDays lowered from {b} to {a}: the next archive run also moves the rows soft-deleted between {a} and {b} days ago into the shadow tables"
-            )),
-            (Some(b), None) => warnings.push(format!(
-                "spec.dbArchive.retentionDays removed (was {b}): the next archive run moves every soft-deleted row, including those of the last {b} days, into the shadow tables"
-            )),
-            _ => {}
+        for (field, value, min, detail) in [
+            ("maxRows", archive.max_rows, 1, "maxRows must be at least 1"),
+            ("sleep", archive.sleep, 0, "sleep must be non-negative"),
+            (
+                "retentionDays",
+                archive.retention_days,
+                1,
+                "retentionDays must be at least 1",
+            ),
+        ] {
+            floor(path, field, value, min, detail, errors);
         }
     }
+    let Some(old) = old else { return };
+    let before = old.db_archive.as_ref().and_then(|a| a.retention_days);
+    let after = spec.db_archive.as_ref().and_then(|a| a.retention_days);
+    match (before, after) {
+        (Some(b), Some(a)) if a < b => warnings.push(format!(
+            "{path}.retentionDays lowered from {b} to {a}: the next archive run also moves the rows soft-deleted between {a} and {b} days ago into the shadow tables"
+        )),
+        (Some(b), None) => warnings.push(format!(
+            "{path}.retentionDays removed (was {b}): the next archive run moves every soft-deleted row, including those of the last {b} days, into the shadow tables"
+        )),
+        _ => {}
+    }
+}
 
-    // extraConfig: the guards always; the catalog on create, and on update only when
-    // extraConfig or the release changed.
-    if let Some(extra) = &spec.extra_config {
-        extra_config::guards(extra, &REGISTRY, errors);
-        let rescan = match old {
-            None => true,
-            Some(o) => {
-                o.extra_config != spec.extra_config
-                    || o.open_stack_release != spec.open_stack_release
-            }
-        };
-        if rescan {
-            extra_config::catalog_check(
-                extra,
-                &spec.open_stack_release,
-                &REGISTRY,
-                errors,
-                warnings,
-            );
-        }
+/// extraConfig: the guards always; the catalog on create, and on update only when extraConfig
+/// or the release changed.
+fn extra_config_rules(
+    spec: &NovaSpec,
+    old: Option<&NovaSpec>,
+    errors: &mut Vec<FieldError>,
+    warnings: &mut Vec<String>,
+) {
+    let Some(extra) = &spec.extra_config else {
+        return;
+    };
+    extra_config::guards(extra, &REGISTRY, errors);
+    let rescan = old.is_none_or(|o| {
+        o.extra_config != spec.extra_config || o.open_stack_release != spec.open_stack_release
+    });
+    if rescan {
+        extra_config::catalog_check(extra, &spec.open_stack_release, &REGISTRY, errors, warnings);
     }
 }
 

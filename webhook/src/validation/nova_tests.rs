@@ -19,8 +19,8 @@ use nova_api::v1alpha1::{
 use pretty_assertions::assert_eq;
 
 use super::*;
-use crate::validation::testing::{self, FakeLookups, block, errors};
-use crate::validation::{NoLookups, PriorityClassLookup};
+use crate::lookups::PriorityClassLookup;
+use crate::validation::testing::{self, block, errors};
 
 type Edit = fn(&mut Nova);
 
@@ -30,7 +30,7 @@ struct Case {
     want: &'static [&'static str],
 }
 
-fn run_create(edit: Edit, lookups: &dyn Lookups) -> Outcome {
+fn run_create(edit: Edit, lookups: &Lookups) -> Outcome {
     let mut n = testing::nova();
     edit(&mut n);
     validate(&n, None, Operation::Create, lookups)
@@ -41,11 +41,11 @@ fn run_update(old_edit: Edit, new_edit: Edit) -> Outcome {
     old_edit(&mut old);
     let mut new = old.clone();
     new_edit(&mut new);
-    validate(&new, Some(&old), Operation::Update, &NoLookups)
+    validate(&new, Some(&old), Operation::Update, &Lookups::default())
 }
 
 fn check_cases(cases: &[Case]) {
-    let lookups = FakeLookups::new(&["high-priority"]);
+    let lookups = testing::lookups(&["high-priority"]);
     for case in cases {
         let got = run_create(case.edit, &lookups);
         assert_eq!(errors(&got), case.want.to_vec(), "case {}", case.name);
@@ -131,7 +131,7 @@ fn extra(n: &mut Nova, section: &str, key: &str, value: &str) {
 
 #[test]
 fn the_example_is_admitted_as_written_and_defaulted() {
-    let lookups = FakeLookups::new(&[]);
+    let lookups = testing::lookups(&[]);
     for n in [testing::example_nova(), testing::nova()] {
         let got = validate(&n, None, Operation::Create, &lookups);
         assert_eq!(got, Outcome::default());
@@ -610,7 +610,7 @@ fn control_characters_in_rendered_fields() {
         ),
     ];
     for (edit, want) in cases {
-        assert_eq!(errors(&run_create(edit, &NoLookups)), vec![want]);
+        assert_eq!(errors(&run_create(edit, &Lookups::default())), vec![want]);
     }
     let hostname = run_create(
         |n| {
@@ -623,7 +623,7 @@ fn control_characters_in_rendered_fields() {
                 .unwrap()
                 .hostname = "console.example.com\n".into()
         },
-        &NoLookups,
+        &Lookups::default(),
     );
     assert_eq!(
         errors(&hostname),
@@ -635,7 +635,10 @@ fn control_characters_in_rendered_fields() {
         ]
     );
     assert_eq!(
-        run_create(|n| n.spec.region = Some("RegionOne".into()), &NoLookups),
+        run_create(
+            |n| n.spec.region = Some("RegionOne".into()),
+            &Lookups::default()
+        ),
         Outcome::default()
     );
 }
@@ -916,12 +919,15 @@ fn priority_classes_are_looked_up() {
         priority_class_names(&n.spec),
         vec!["batch", "high-priority"]
     );
-    let down = FakeLookups(BTreeMap::from([(
-        "high-priority".to_owned(),
-        PriorityClassLookup::Unavailable(
-            "the Kubernetes API is unavailable: connection refused".into(),
-        ),
-    )]));
+    let down = Lookups {
+        priority_classes: Some(BTreeMap::from([(
+            "high-priority".to_owned(),
+            PriorityClassLookup::Unavailable(
+                "the Kubernetes API is unavailable: connection refused".into(),
+            ),
+        )])),
+        nova: None,
+    };
     let got = validate(&n, None, Operation::Create, &down);
     assert_eq!(
         errors(&got),
@@ -931,7 +937,7 @@ fn priority_classes_are_looked_up() {
         ]
     );
     assert_eq!(
-        validate(&n, None, Operation::Create, &NoLookups),
+        validate(&n, None, Operation::Create, &Lookups::default()),
         Outcome::default(),
         "no client: skipped"
     );
@@ -1542,7 +1548,7 @@ fn extra_config_guards_owned_keys_and_catalog() {
     ]);
     let deprecated = run_create(
         |n| extra(n, "DEFAULT", "api_paste_config", "/etc/nova/api-paste.ini"),
-        &NoLookups,
+        &Lookups::default(),
     );
     assert_eq!(
         deprecated.warnings,
@@ -1555,7 +1561,7 @@ fn extra_config_guards_owned_keys_and_catalog() {
             n.spec.open_stack_release = "2027.1".into();
             extra(n, "DEFAULT", "whatever", "1");
         },
-        &NoLookups,
+        &Lookups::default(),
     );
     assert_eq!(uncatalogued, Outcome {
         errors: vec![],
@@ -1593,7 +1599,7 @@ fn extra_config_guards_owned_keys_and_catalog() {
             extra(n, "neutron", "password", "hunter2");
             extra(n, "DEFAULT", "my_block_storage_ip", "hunter2\n");
         },
-        &NoLookups,
+        &Lookups::default(),
     );
     assert!(
         errors(&secret).iter().all(|m| !m.contains("hunter2")),
@@ -1609,7 +1615,7 @@ fn every_violation_is_reported_at_once() {
     n.spec.open_stack_release = "2025.2".into();
     n.spec.image.tag = None;
     n.spec.region = Some("a\nb".into());
-    let got = validate(&n, None, Operation::Create, &NoLookups);
+    let got = validate(&n, None, Operation::Create, &Lookups::default());
     assert_eq!(got.errors.len(), 4, "{:?}", errors(&got));
 }
 

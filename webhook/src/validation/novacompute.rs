@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::{Operation, Outcome, common, deployment, extra_config};
 use crate::field::{BadValue, FieldError, Path};
 use crate::grammar;
+use crate::lookups::NovaRelease;
 
 /// The owned-key registry of compute-pool.conf.
 pub static REGISTRY: LazyLock<Vec<OwnedKey>> =
@@ -20,15 +21,6 @@ pub static REGISTRY: LazyLock<Vec<OwnedKey>> =
 
 /// The taint openstack-hypervisor-operator puts on a node it offboards.
 pub const OFFBOARDING_TAINT: &str = "kvm.cloud.sap/offboarding";
-
-/// The referenced Nova, as far as the catalog check needs it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NovaRelease {
-    /// The Nova exists; its spec.openStackRelease.
-    Found(String),
-    /// The Nova does not exist (yet).
-    NotFound,
-}
 
 /// Whether this admission runs the catalog check, and so needs the referenced Nova read.
 pub fn needs_nova(new: &NovaCompute, old: Option<&NovaCompute>, operation: Operation) -> bool {
@@ -104,7 +96,7 @@ pub fn validate(
         && old.nova_ref.name != spec.nova_ref.name
     {
         errors.push(FieldError::invalid(
-            "spec.novaRef.name",
+            root.child("novaRef").child("name"),
             &spec.nova_ref.name,
             "novaRef is immutable",
         ));
@@ -119,7 +111,7 @@ fn spec_rules(spec: &NovaComputeSpec, errors: &mut Vec<FieldError>) {
     // Rule 2.
     if spec.nova_ref.name.is_empty() {
         errors.push(FieldError::required(
-            "spec.novaRef.name",
+            root.child("novaRef").child("name"),
             "novaRef.name must be set (the Nova this node pool joins)",
         ));
     }

@@ -1,11 +1,10 @@
 //! Fixtures shared by the validation tests.
 
-use std::collections::BTreeMap;
-
 use nova_api::defaults::default_nova;
 use nova_api::v1alpha1::{DeploymentSpec, Nova, NovaCompute};
 
-use super::{Lookups, Outcome, PriorityClassLookup};
+use super::Outcome;
+use crate::lookups::{Lookups, PriorityClassLookup};
 
 /// The lead's `examples/nova.yaml`: the spec's Example Nova.
 pub const EXAMPLE_NOVA_YAML: &str = include_str!("../../../examples/nova.yaml");
@@ -29,29 +28,16 @@ pub fn novacompute() -> NovaCompute {
     serde_saphyr::from_str(EXAMPLE_NOVACOMPUTE_YAML).expect("examples/novacompute.yaml parses")
 }
 
-/// Lookups answering from a fixed table; names not in it do not exist.
-pub struct FakeLookups(pub BTreeMap<String, PriorityClassLookup>);
-
-impl FakeLookups {
-    /// Every name in `exists` exists; `down` makes every lookup fail.
-    pub fn new(exists: &[&str]) -> Self {
-        Self(
+/// Lookups in which exactly the names in `exists` exist.
+pub fn lookups(exists: &[&str]) -> Lookups {
+    Lookups {
+        priority_classes: Some(
             exists
                 .iter()
                 .map(|n| ((*n).to_owned(), PriorityClassLookup::Exists))
                 .collect(),
-        )
-    }
-}
-
-impl Lookups for FakeLookups {
-    fn priority_class(&self, name: &str) -> Option<PriorityClassLookup> {
-        Some(
-            self.0
-                .get(name)
-                .cloned()
-                .unwrap_or(PriorityClassLookup::NotFound),
-        )
+        ),
+        nova: None,
     }
 }
 

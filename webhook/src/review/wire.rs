@@ -1,0 +1,315 @@
+//! The AdmissionReview (`admission.k8s.io/v1`) wire types: the request fields the webhooks
+//! read, kept borrowed and raw where they are decoded later, and the response written straight
+//! from its struct.
+//!
+//! These are hand-written rather than `kube::core::admission`'s: kube's `AdmissionRequest<T>`
+//! decodes the object eagerly, either into the typed kind (then an object today's types cannot
+//! read fails the whole review, before the deletion bypass and the field errors can run) or
+//! into a `DynamicObject`, whose `serde_json::Value` tree is then decoded a second time. Its
+//! `T` must be a `kube::Resource`, so it cannot carry the object raw.
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::field::{GROUP, Status};
+use crate::validation::Operation;
+
+/// The version both kinds are served at.
+pub const VERSION: &str = "v1alpha1";
+
+/// `GroupVersionKind` of a request.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Gvk {
+    /// The group.
+    #[serde(default)]
+    pub group: String,
+    /// The version.
+    #[serde(default)]
+    pub version: String,
+    /// The kind.
+    #[serde(default)]
+    pub kind: String,
+}
+
+/// The part of `AdmissionRequest` the webhooks read.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Request {
+    /// Echoed in the response.
+    pub uid: String,
+    /// The object's kind.
+    #[serde(default)]
+    pub kind: Option<Gvk>,
+    /// The object's name (empty with generateName).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The object's namespace.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// CREATE, UPDATE, DELETE or CONNECT.
+    #[serde(default)]
+    pub operation: String,
+    /// The new object, kept raw: it is decoded once, straight into its kind.
+    #[serde(default)]
+    pub object: Option<Box<RawValue>>,
+    /// The stored object on UPDATE, kept raw.
+    #[serde(default)]
+    pub old_object: Option<Box<RawValue>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewIn {
+    #[serde(default)]
+    api_version: Option<String>,
+    #[serde(default)]
+    request: Option<Request>,
+}
+
+/// Why a body is not an AdmissionReview at all (answered with HTTP 400).
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    /// The body is not JSON of the expected shape.
+    #[error("the request body is not an AdmissionReview: {0}")]
+    NotJson(String),
+    /// No `request`.
+    #[error("the AdmissionReview carries no request")]
+    NoRequest,
+}
+
+/// A decoded review.
+#[derive(Clone, Debug)]
+pub struct Review {
+    /// The review's apiVersion, echoed.
+    pub api_version: String,
+    /// The request.
+    pub request: Request,
+}
+
+/// Parses a request body.
+pub fn parse(body: &[u8]) -> Result<Review, ReviewError> {
+    let review: ReviewIn =
+        serde_json::from_slice(body).map_err(|e| ReviewError::NotJson(e.to_string()))?;
+    let request = review.request.ok_or(ReviewError::NoRequest)?;
+    Ok(Review {
+        api_version: review
+            .api_version
+            .unwrap_or_else(|| "admission.k8s.io/v1".to_owned()),
+        request,
+    })
+}
+
+/// `AdmissionResponse`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Response {
+    /// The request's uid.
+    pub uid: String,
+    /// The verdict.
+    pub allowed: bool,
+    /// Why not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<Status>,
+    /// `JSONPatch` when a patch is returned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch_type: Option<&'static str>,
+    /// The base64 of the RFC 6902 patch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+    /// Warnings shown to the client.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl Response {
+    /// Admitted, nothing to say.
+    pub fn allow(uid: &str) -> Self {
+        Response {
+            uid: uid.to_owned(),
+            allowed: true,
+            status: None,
+            patch_type: None,
+            patch: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Denied with a status.
+    pub fn deny(uid: &str, status: Status) -> Self {
+        Response {
+            status: Some(status),
+            allowed: false,
+            ..Response::allow(uid)
+        }
+    }
+
+    /// Admitted with an RFC 6902 patch (its JSON bytes).
+    pub fn patched(uid: &str, patch: &[u8]) -> Self {
+        Response {
+            patch_type: Some("JSONPatch"),
+            patch: Some(base64::engine::general_purpose::STANDARD.encode(patch)),
+            ..Response::allow(uid)
+        }
+    }
+
+    /// The outcome label of the metrics and the trace.
+    pub fn outcome(&self) -> &'static str {
+        match (&self.status, self.allowed) {
+            (_, true) if self.patch.is_some() => "patched",
+            (_, true) => "allowed",
+            (Some(s), false) if s.code >= 500 => "error",
+            (Some(s), false) if s.code == 400 => "bad_request",
+            _ => "denied",
+        }
+    }
+
+    /// The number of violated fields a denial names.
+    pub fn violations(&self) -> usize {
+        self.status
+            .as_ref()
+            .and_then(|s| s.details.as_ref())
+            .map_or(0, |d| d.causes.len())
+    }
+
+    /// The decoded patch (tests).
+    pub fn patch_ops(&self) -> Option<Value> {
+        let b64 = self.patch.as_ref()?;
+        let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewOut<'a> {
+    api_version: &'a str,
+    kind: &'static str,
+    response: &'a Response,
+}
+
+/// The AdmissionReview answering a review, serialized.
+pub fn envelope_bytes(api_version: &str, response: &Response) -> Vec<u8> {
+    serde_json::to_vec(&ReviewOut {
+        api_version,
+        kind: "AdmissionReview",
+        response,
+    })
+    .unwrap_or_default()
+}
+
+/// The common first steps: the kind and operation checks, and the object itself. `Err` is the
+/// final response; `Ok(None)` admits without further work (DELETE, CONNECT).
+pub fn admissible<'r>(
+    req: &'r Request,
+    kind: &str,
+) -> Result<Option<(Operation, &'r RawValue)>, Box<Response>> {
+    let uid = &req.uid;
+    let (group, version, got_kind) = match &req.kind {
+        Some(gvk) => (gvk.group.clone(), gvk.version.clone(), gvk.kind.clone()),
+        None => {
+            #[derive(Default, Deserialize)]
+            #[serde(rename_all = "camelCase")]
+            struct TypeMeta {
+                #[serde(default)]
+                api_version: Option<String>,
+                #[serde(default)]
+                kind: Option<String>,
+            }
+            let meta: TypeMeta = req
+                .object
+                .as_ref()
+                .and_then(|o| serde_json::from_str(o.get()).ok())
+                .unwrap_or_default();
+            let api_version = meta.api_version.unwrap_or_default();
+            let (g, v) = api_version.split_once('/').unwrap_or(("", &api_version));
+            (g.to_owned(), v.to_owned(), meta.kind.unwrap_or_default())
+        }
+    };
+    if group != GROUP || version != VERSION || got_kind != kind {
+        return Err(Box::new(Response::deny(
+            uid,
+            Status::bad_request(format!(
+                "this webhook admits {GROUP}/{VERSION} {kind}, not {}/{} {}",
+                if group.is_empty() { "core" } else { &group },
+                version,
+                if got_kind.is_empty() {
+                    "(no kind)"
+                } else {
+                    &got_kind
+                }
+            )),
+        )));
+    }
+    let Some(op) = Operation::parse(&req.operation) else {
+        return Err(Box::new(Response::deny(
+            uid,
+            Status::bad_request(format!("unknown operation {:?}", req.operation)),
+        )));
+    };
+    if matches!(op, Operation::Delete | Operation::Connect) {
+        return Ok(None);
+    }
+    let Some(object) = req.object.as_deref().filter(|o| is_present(o)) else {
+        return Err(Box::new(Response::deny(
+            uid,
+            Status::bad_request("request.object is missing"),
+        )));
+    };
+    if op == Operation::Update && old_object(req, op).is_none() {
+        return Err(Box::new(Response::deny(
+            uid,
+            Status::bad_request("request.oldObject is missing on UPDATE"),
+        )));
+    }
+    Ok(Some((op, object)))
+}
+
+/// The stored object of an UPDATE.
+pub fn old_object(req: &Request, op: Operation) -> Option<&RawValue> {
+    req.old_object
+        .as_deref()
+        .filter(|o| op == Operation::Update && is_present(o))
+}
+
+fn is_present(raw: &RawValue) -> bool {
+    raw.get().trim() != "null"
+}
+
+/// The few fields read before the typed decode, borrowed from the body: whether the object is
+/// being deleted, its spec as raw JSON, and its name (for an object that does not decode).
+#[derive(Default, Deserialize)]
+pub struct Head<'a> {
+    #[serde(default, borrow)]
+    metadata: MetaHead<'a>,
+    /// The spec, undecoded.
+    #[serde(default, borrow)]
+    pub spec: Option<&'a RawValue>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MetaHead<'a> {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default, borrow)]
+    deletion_timestamp: Option<&'a RawValue>,
+}
+
+impl<'a> Head<'a> {
+    /// The head of `raw`; empty when it is not an object.
+    pub fn of(raw: &'a RawValue) -> Self {
+        serde_json::from_str(raw.get()).unwrap_or_default()
+    }
+
+    /// Whether the object carries a deletion timestamp.
+    pub fn deleting(&self) -> bool {
+        self.metadata.deletion_timestamp.is_some()
+    }
+
+    /// `metadata.name`.
+    pub fn name(self) -> Option<String> {
+        self.metadata.name
+    }
+}
