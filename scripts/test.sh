@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: installs the pinned Debian packages the real node needs, builds (or
-# reuses) the test control plane, the real node's binaries and the local images, then runs
+# reuses) the test control plane, the real node's binaries, helm and the local images, then runs
 # every unit, golden, real-API-server, real-node and real-OpenStack test of the workspace.
 # Every build step returns at once on a warm machine (stamps under ~/.cache). The images are
 # built beside the Go builds: they wait on the network and the disk where the Go builds wait
@@ -19,6 +19,8 @@ images=$!
 NOVA_TESTBIN=$(step tests/build-control-plane.sh)
 export NOVA_TESTBIN
 step tests/build-node.sh >/dev/null
+NOVA_HELM=$(step tests/build-helm.sh)
+export NOVA_HELM
 if ! wait "$images"; then
   tail -40 "$images_log" >&2
   echo "[test.sh] tests/build-images.sh failed (log above)" >&2

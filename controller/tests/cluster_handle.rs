@@ -252,27 +252,18 @@ async fn apply_skips_repairs_refuses_adopts_prunes_and_deletes() {
         .expect("gone meanwhile");
 }
 
-/// The rules a namespace-scoped install needs in its own namespace, and nothing else.
+/// The chart's namespace-scoped controller Role (`charts/nova-operator/files/controller-rbac.yaml`,
+/// the list the chart renders): a Nova must converge under exactly these rules.
 fn role(ns: &str) -> Role {
-    let rule = |groups: &[&str], resources: &[&str], verbs: &[&str]| json!({"apiGroups": groups, "resources": resources, "verbs": verbs});
-    let read = ["get", "list", "watch"];
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../charts/nova-operator/files/controller-rbac.yaml"
+    );
+    let rules: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(path).expect("rules")).expect("YAML");
     serde_json::from_value(json!({
         "metadata": {"name": "nova-operator", "namespace": ns},
-        "rules": [
-            rule(&["nova.openstack.c5c3.io"], &["novas"], &["get", "list", "watch", "patch", "update"]),
-            rule(&["nova.openstack.c5c3.io"], &["novas/status"], &["get", "patch", "update"]),
-            rule(&[""], &["secrets", "configmaps"], &["get", "list", "watch", "create", "patch", "update", "delete"]),
-            rule(&["", "events.k8s.io"], &["events"], &["create", "patch"]),
-            rule(&[""], &["services"], &read),
-            rule(&["apps"], &["deployments"], &read),
-            rule(&["batch"], &["jobs", "cronjobs"], &read),
-            rule(&["policy"], &["poddisruptionbudgets"], &read),
-            rule(&["autoscaling"], &["horizontalpodautoscalers"], &read),
-            rule(&["networking.k8s.io"], &["networkpolicies"], &read),
-            rule(&["external-secrets.io"], &["secretstores", "externalsecrets"], &read),
-            rule(&["rabbitmq.com"], &["rabbitmqclusters"], &read),
-            rule(&["k8s.mariadb.com"], &["databases", "users", "grants"], &["get", "list", "watch", "delete"]),
-        ]
+        "rules": rules["namespaced"],
     }))
     .expect("role")
 }

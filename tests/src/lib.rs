@@ -18,6 +18,7 @@
 mod binaries;
 mod control_plane;
 mod crds;
+pub mod helm;
 pub mod http;
 pub mod images;
 pub mod kwok;

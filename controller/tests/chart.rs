@@ -1,0 +1,606 @@
+//! The Helm chart (`charts/nova-operator`): `helm lint` and a server-side dry-run of the
+//! rendering against the real API server for each value set; tests on the rendered manifests
+//! (least-privilege RBAC derived from the kinds the code registers, the four webhook paths
+//! with a CA bundle, independent Deployments, a strict schema); the chart's CRDs, dashboard
+//! and alerts checked against the code.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use nova_controller::nova;
+use nova_test_harness::helm;
+use serde_json::Value;
+
+/// The value sets every chart test renders: the defaults, cert-manager, the namespace scope,
+/// HA replicas, and monitoring on.
+const VALUE_SETS: &[(&str, &[&str])] = &[
+    ("defaults", &[]),
+    (
+        "cert-manager",
+        &["--set", "webhook.certificate.certManager.enabled=true"],
+    ),
+    ("namespace-scoped", &["--set", "rbac.scope=namespace"]),
+    (
+        "ha",
+        &[
+            "--set",
+            "controller.replicas=3",
+            "--set",
+            "webhook.replicas=3",
+        ],
+    ),
+    (
+        "monitoring",
+        &[
+            "--set",
+            "metrics.serviceMonitor.enabled=true",
+            "--set",
+            "metrics.prometheusRule.enabled=true",
+        ],
+    ),
+];
+
+/// Kinds the API server of the tests does not serve (cert-manager, the Prometheus operator):
+/// their documents are checked here by shape, not by the server-side dry-run.
+const NOT_SERVED: &[&str] = &["cert-manager.io/v1", "monitoring.coreos.com/v1"];
+
+const NAMESPACE: &str = "nova-system";
+
+fn home() -> tempfile::TempDir {
+    tempfile::tempdir().expect("helm home")
+}
+
+fn render(extra: &[&str]) -> Vec<Value> {
+    let text = helm::template(home().path(), NAMESPACE, extra).expect("helm template");
+    documents(&text)
+}
+
+fn documents(text: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(text)
+        .expect("the rendering is YAML")
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in the rendering"))
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The (group, resource) pairs a set of rules grants `verb` on.
+fn granted(rules: &Value, verb: &str) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    for rule in rules.as_array().into_iter().flatten() {
+        if !strings(&rule["verbs"]).iter().any(|v| v == verb) {
+            continue;
+        }
+        for group in strings(&rule["apiGroups"]) {
+            for resource in strings(&rule["resources"]) {
+                out.insert((group.clone(), resource));
+            }
+        }
+    }
+    out
+}
+
+/// What the controller's code touches beyond the registered kinds: its own CR (status,
+/// finalizer, owner references), events, Job pods, the leader Lease.
+fn extra_resources() -> BTreeSet<(String, String)> {
+    [
+        ("nova.openstack.c5c3.io", "novas"),
+        ("nova.openstack.c5c3.io", "novas/status"),
+        ("nova.openstack.c5c3.io", "novas/finalizers"),
+        ("events.k8s.io", "events"),
+        ("", "pods"),
+        ("coordination.k8s.io", "leases"),
+    ]
+    .into_iter()
+    .map(|(g, r)| (g.to_owned(), r.to_owned()))
+    .collect()
+}
+
+/// A (group, resource) pair, as RBAC names a kind.
+type Kind = (String, String);
+
+/// Every kind `nova::controller::kinds()` registers, split by scope.
+fn registered() -> (BTreeSet<Kind>, BTreeSet<Kind>) {
+    let (mut namespaced, mut cluster) = (BTreeSet::new(), BTreeSet::new());
+    for spec in nova::controller::kinds() {
+        let key = (spec.resource.group.clone(), spec.resource.plural.clone());
+        if spec.cluster_scoped {
+            cluster.insert(key);
+        } else {
+            namespaced.insert(key);
+        }
+    }
+    (namespaced, cluster)
+}
+
+#[test]
+fn the_chart_lints_with_every_value_set() {
+    let chart = helm::chart_dir().display().to_string();
+    for (name, extra) in VALUE_SETS {
+        let mut args = vec!["lint", "--strict", chart.as_str()];
+        args.extend_from_slice(extra);
+        let out = helm::run(home().path(), &args).expect("helm");
+        assert!(
+            out.success,
+            "helm lint ({name}) failed:\n{}{}",
+            out.stdout, out.stderr
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_value_set_passes_a_server_side_dry_run() {
+    let cp = nova_test_harness::shared().await.expect("control plane");
+    let kubectl = nova_test_harness::testbin_dir().join("kubectl");
+    for (name, extra) in VALUE_SETS {
+        let ns = cp.namespace("chart").await.expect("namespace");
+        let text = helm::template(home().path(), &ns, extra).expect("helm template");
+        let served: Vec<Value> = documents(&text)
+            .into_iter()
+            .filter(|d| !NOT_SERVED.contains(&d["apiVersion"].as_str().unwrap_or_default()))
+            .collect();
+        let stream: String = served
+            .iter()
+            .map(|d| format!("---\n{}\n", serde_json::to_string(d).expect("json")))
+            .collect();
+        let mut child = Command::new(&kubectl)
+            .args(["--kubeconfig", &cp.kubeconfig_path().display().to_string()])
+            .args(["apply", "--dry-run=server", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(stream.as_bytes())
+            .expect("write");
+        let out = child.wait_with_output().expect("kubectl");
+        assert!(
+            out.status.success(),
+            "dry-run of the {name} rendering failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let applied = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            applied.lines().count(),
+            served.len(),
+            "{name}: every document was accepted:\n{applied}"
+        );
+    }
+}
+
+#[test]
+fn no_rule_has_a_wildcard() {
+    for (name, extra) in VALUE_SETS {
+        for doc in render(extra) {
+            if !matches!(doc["kind"].as_str(), Some("Role" | "ClusterRole")) {
+                continue;
+            }
+            for rule in doc["rules"].as_array().into_iter().flatten() {
+                for field in ["apiGroups", "resources", "verbs"] {
+                    assert!(
+                        !strings(&rule[field]).iter().any(|s| s.contains('*')),
+                        "{name}: {} {} has a wildcard in {field}",
+                        doc["kind"],
+                        doc["metadata"]["name"]
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_controller_role_covers_exactly_the_kinds_the_code_registers() {
+    let (namespaced, cluster) = registered();
+    let read = |rules: &Value| {
+        let get = granted(rules, "get");
+        let list = granted(rules, "list");
+        let watch = granted(rules, "watch");
+        get.intersection(&list)
+            .filter(|k| watch.contains(k))
+            .cloned()
+            .collect::<BTreeSet<_>>()
+    };
+    let every = |rules: &Value| {
+        rules
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|r| {
+                let groups = strings(&r["apiGroups"]);
+                strings(&r["resources"])
+                    .into_iter()
+                    .flat_map(move |res| groups.clone().into_iter().map(move |g| (g, res.clone())))
+            })
+            .collect::<BTreeSet<_>>()
+    };
+
+    let docs = render(&[]);
+    let role = &find(&docs, "ClusterRole", "nova-operator-controller")["rules"];
+    let readable = read(role);
+    for kind in namespaced.iter().chain(&cluster) {
+        assert!(
+            readable.contains(kind),
+            "no get/list/watch rule for {kind:?}"
+        );
+    }
+    let allowed: BTreeSet<_> = namespaced
+        .iter()
+        .chain(&cluster)
+        .cloned()
+        .chain(extra_resources())
+        .collect();
+    for kind in every(role) {
+        assert!(
+            allowed.contains(&kind),
+            "the ClusterRole grants {kind:?}, which the code never registers or touches"
+        );
+    }
+
+    // The namespace scope: the same rules as a Role in the watched namespace, without the
+    // cluster-scoped kinds, and no ClusterRole for the controller.
+    let docs = render(&["--set", "rbac.scope=namespace"]);
+    let role = find(&docs, "Role", "nova-operator-controller");
+    assert_eq!(role["metadata"]["namespace"], NAMESPACE);
+    let readable = read(&role["rules"]);
+    for kind in &namespaced {
+        assert!(
+            readable.contains(kind),
+            "namespaced: no read rule for {kind:?}"
+        );
+    }
+    for kind in &cluster {
+        assert!(
+            !every(&role["rules"]).contains(kind),
+            "namespaced: {kind:?} is cluster-scoped"
+        );
+    }
+    assert!(
+        !docs
+            .iter()
+            .any(|d| d["kind"] == "ClusterRole"
+                && d["metadata"]["name"] == "nova-operator-controller"),
+        "the namespace scope renders no ClusterRole for the controller"
+    );
+    let deployment = find(&docs, "Deployment", "nova-operator-controller");
+    assert!(
+        strings(&deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+            .contains(&format!("--namespace={NAMESPACE}"))
+    );
+
+    // The Lease is a Role in the release namespace in both scopes.
+    let lease = find(&docs, "Role", "nova-operator-controller-leader-election");
+    assert!(
+        granted(&lease["rules"], "patch")
+            .contains(&("coordination.k8s.io".into(), "leases".into()))
+    );
+}
+
+#[test]
+fn the_webhook_reads_priority_classes_and_novas_only() {
+    let docs = render(&[]);
+    let role = &find(&docs, "ClusterRole", "nova-operator-webhook")["rules"];
+    assert_eq!(
+        serde_json::to_value(role).expect("json"),
+        serde_json::json!([
+            {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get"]},
+            {"apiGroups": ["nova.openstack.c5c3.io"], "resources": ["novas"], "verbs": ["get"]}
+        ])
+    );
+}
+
+#[test]
+fn the_webhook_configurations_carry_the_four_paths_and_the_generated_ca() {
+    let docs = render(&[]);
+    let secret = find(&docs, "Secret", "nova-operator-webhook-tls");
+    let ca = secret["data"]["ca.crt"].as_str().expect("ca.crt");
+    assert!(!ca.is_empty());
+    let mut paths = BTreeMap::new();
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        for hook in find(&docs, kind, "nova-operator")["webhooks"]
+            .as_array()
+            .expect("webhooks")
+        {
+            let config = &hook["clientConfig"];
+            assert_eq!(
+                config["caBundle"], ca,
+                "{} trusts the generated CA",
+                hook["name"]
+            );
+            assert_eq!(config["service"]["name"], "nova-operator-webhook");
+            assert_eq!(config["service"]["port"], 443);
+            assert_eq!(hook["failurePolicy"], "Fail");
+            assert_eq!(hook["sideEffects"], "None");
+            assert_eq!(hook["admissionReviewVersions"], serde_json::json!(["v1"]));
+            assert_eq!(hook["timeoutSeconds"], 10);
+            assert_eq!(
+                hook["rules"][0]["operations"],
+                serde_json::json!(["CREATE", "UPDATE"])
+            );
+            paths.insert(
+                hook["name"].as_str().expect("name").to_owned(),
+                config["service"]["path"].as_str().expect("path").to_owned(),
+            );
+        }
+    }
+    let want: BTreeMap<String, String> = [
+        (
+            "mnova.kb.io",
+            "/mutate-nova-openstack-c5c3-io-v1alpha1-nova",
+        ),
+        (
+            "mnovacompute.kb.io",
+            "/mutate-nova-openstack-c5c3-io-v1alpha1-novacompute",
+        ),
+        (
+            "vnova.kb.io",
+            "/validate-nova-openstack-c5c3-io-v1alpha1-nova",
+        ),
+        (
+            "vnovacompute.kb.io",
+            "/validate-nova-openstack-c5c3-io-v1alpha1-novacompute",
+        ),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    .collect();
+    assert_eq!(paths, want);
+
+    // The serving certificate names the Service.
+    let crt = secret["data"]["tls.crt"].as_str().expect("tls.crt");
+    let pem = String::from_utf8(BASE64.decode(crt).expect("base64")).expect("pem");
+    assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "{pem}");
+
+    // With cert-manager: no generated Secret, the CA injected from the Certificate.
+    let docs = render(&["--set", "webhook.certificate.certManager.enabled=true"]);
+    assert!(!docs.iter().any(|d| d["kind"] == "Secret"));
+    let mutating = find(&docs, "MutatingWebhookConfiguration", "nova-operator");
+    assert_eq!(
+        mutating["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        format!("{NAMESPACE}/nova-operator-webhook")
+    );
+    let certificate = find(&docs, "Certificate", "nova-operator-webhook");
+    assert_eq!(
+        certificate["spec"]["secretName"],
+        "nova-operator-webhook-tls"
+    );
+    assert_eq!(
+        certificate["spec"]["dnsNames"][0],
+        format!("nova-operator-webhook.{NAMESPACE}.svc")
+    );
+}
+
+/// Every document but the named Deployment and the generated certificate material (new on
+/// every `helm template`, kept by `lookup` on a real upgrade).
+fn without(docs: Vec<Value>, deployment: &str) -> Vec<Value> {
+    docs.into_iter()
+        .filter(|d| {
+            let generated = matches!(
+                d["kind"].as_str(),
+                Some("Secret" | "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration")
+            );
+            let changed = d["kind"] == "Deployment" && d["metadata"]["name"] == deployment;
+            !(generated || changed)
+        })
+        .collect()
+}
+
+#[test]
+fn changing_one_binary_leaves_the_other_untouched() {
+    let base = render(&[]);
+    let webhook = render(&["--set", "webhook.replicas=5"]);
+    assert_eq!(
+        find(&webhook, "Deployment", "nova-operator-webhook")["spec"]["replicas"],
+        5
+    );
+    assert_eq!(
+        without(base.clone(), "nova-operator-webhook"),
+        without(webhook, "nova-operator-webhook"),
+        "webhook.replicas changes only the webhook Deployment"
+    );
+    let controller = render(&[
+        "--set",
+        "controller.replicas=2",
+        "--set",
+        "controller.podDisruptionBudget.enabled=false",
+    ]);
+    assert_eq!(
+        without(base, "nova-operator-controller"),
+        without(controller, "nova-operator-controller"),
+        "controller.replicas changes only the controller Deployment"
+    );
+}
+
+#[test]
+fn both_deployments_are_hardened_and_probed() {
+    for (name, extra) in VALUE_SETS {
+        let docs = render(extra);
+        for deployment in ["nova-operator-controller", "nova-operator-webhook"] {
+            let pod = &find(&docs, "Deployment", deployment)["spec"]["template"]["spec"];
+            assert_eq!(
+                pod["securityContext"]["runAsNonRoot"], true,
+                "{name} {deployment}"
+            );
+            let c = &pod["containers"][0];
+            let sc = &c["securityContext"];
+            assert_eq!(sc["allowPrivilegeEscalation"], false, "{name} {deployment}");
+            assert_eq!(sc["readOnlyRootFilesystem"], true, "{name} {deployment}");
+            assert_eq!(sc["runAsNonRoot"], true, "{name} {deployment}");
+            assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]));
+            assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
+            assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+            assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+            assert_eq!(
+                pod["serviceAccountName"], deployment,
+                "each binary runs under its own ServiceAccount"
+            );
+        }
+        let controller = find(&docs, "Deployment", "nova-operator-controller");
+        assert!(
+            strings(&controller["spec"]["template"]["spec"]["containers"][0]["args"])
+                .contains(&"--leader-elect=true".to_owned())
+        );
+        let pdbs: Vec<&Value> = docs
+            .iter()
+            .filter(|d| d["kind"] == "PodDisruptionBudget")
+            .collect();
+        let expected = if *name == "ha" { 2 } else { 1 };
+        assert_eq!(
+            pdbs.len(),
+            expected,
+            "{name}: a PDB per component with more than one replica"
+        );
+    }
+}
+
+#[test]
+fn the_schema_rejects_unknown_and_mistyped_values() {
+    for (set, field) in [
+        ("controller.replica=2", "replica"),
+        ("webhook.replicas=two", "replicas"),
+        ("rbac.scope=everywhere", "scope"),
+        ("metrics.dashbord.enabled=true", "dashbord"),
+    ] {
+        let err = helm::template(home().path(), NAMESPACE, &["--set", set])
+            .expect_err(&format!("{set} must be rejected"))
+            .to_string();
+        assert!(err.contains(field), "{set}: the error names {field}: {err}");
+    }
+}
+
+fn files(dir: &Path) -> BTreeMap<String, String> {
+    std::fs::read_dir(dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .map(|p| {
+            (
+                p.file_name().expect("name").to_string_lossy().into_owned(),
+                std::fs::read_to_string(&p).expect("read"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_chart_crds_are_the_generated_crds() {
+    let top = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../crds");
+    let chart = helm::chart_dir().join("crds");
+    let (chart, top) = (files(&chart), files(&top));
+    let names = |m: &BTreeMap<String, String>| m.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(
+        names(&chart),
+        names(&top),
+        "the chart has every CRD of crds/"
+    );
+    for (name, text) in &top {
+        assert!(
+            chart[name] == *text,
+            "charts/nova-operator/crds/{name} differs from crds/{name}: copy crds/*.yaml into the chart"
+        );
+    }
+}
+
+/// Every metric family either binary registers (a sample of each is recorded so an unlabelled
+/// vector shows up), with the series suffixes of histograms.
+fn exported_series() -> BTreeSet<String> {
+    let controller = nova_controller::metrics::Metrics::new().expect("metrics");
+    controller
+        .reconcile_duration
+        .with_label_values(&["x"])
+        .observe(0.0);
+    controller
+        .reconcile_errors
+        .with_label_values(&["x", "y"])
+        .inc();
+    let webhook = nova_webhook::metrics::Metrics::new().expect("metrics");
+    webhook.observe("x", "CREATE", "allowed", 0.0);
+    let text = controller.render() + &webhook.render();
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn metric_names(expr: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut rest = expr;
+    while let Some(at) = rest.find("nova_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(tail.len());
+        names.insert(tail[..end].to_owned());
+        rest = &tail[end..];
+    }
+    names
+}
+
+#[test]
+fn the_dashboard_and_the_alerts_use_only_exported_metrics() {
+    let exported = exported_series();
+    let dashboard: Value = serde_json::from_str(
+        &std::fs::read_to_string(helm::chart_dir().join("dashboards/nova-operator.json"))
+            .expect("dashboard"),
+    )
+    .expect("the dashboard is JSON");
+    assert_eq!(dashboard["uid"], "nova-operator");
+    let mut exprs = Vec::new();
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            exprs.push(target["expr"].as_str().expect("expr").to_owned());
+        }
+    }
+    let alerts: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(helm::chart_dir().join("files/alerts.yaml")).expect("alerts"),
+    )
+    .expect("alerts YAML");
+    for group in alerts["groups"].as_array().expect("groups") {
+        for rule in group["rules"].as_array().expect("rules") {
+            exprs.push(rule["expr"].as_str().expect("expr").to_owned());
+        }
+    }
+    for expr in &exprs {
+        let names = metric_names(expr);
+        assert!(!names.is_empty(), "{expr} names a metric");
+        for name in names {
+            assert!(
+                exported.contains(&name),
+                "{name} (in {expr}) is not exported: {exported:?}"
+            );
+        }
+    }
+
+    // The rendered ConfigMap carries the file unchanged.
+    let docs = render(&[]);
+    let cm = find(&docs, "ConfigMap", "nova-operator-dashboard");
+    let carried: Value =
+        serde_json::from_str(cm["data"]["nova-operator.json"].as_str().expect("json"))
+            .expect("json");
+    assert_eq!(carried, dashboard);
+}
