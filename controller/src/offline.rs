@@ -358,10 +358,29 @@ mod tests {
         assert_eq!(names[3].0, "ConfigMap");
         assert!(names[3].1.starts_with("nova-config-"));
         assert_eq!(names[4], ("Secret".into(), "nova-compute-config".into()));
+        let workloads: Vec<(String, String)> = [
+            ("Deployment", "nova-conductor"),
+            ("Deployment", "nova-scheduler"),
+            ("Deployment", "nova-metadata"),
+            ("Service", "nova-metadata"),
+            ("Deployment", "nova-novncproxy"),
+            ("Service", "nova-novncproxy"),
+            ("Deployment", "nova"),
+            ("Service", "nova"),
+            ("PodDisruptionBudget", "nova"),
+        ]
+        .into_iter()
+        .map(|(k, n)| (k.to_owned(), n.to_owned()))
+        .collect();
         assert_eq!(
-            names.len(),
-            5,
-            "no remote contract without spec.remoteCompute"
+            names[5..],
+            workloads,
+            "no remote contract without spec.remoteCompute, then the five workloads"
+        );
+        let api = &objects[11]["spec"]["template"];
+        assert_eq!(
+            api["spec"]["volumes"][0]["configMap"]["name"], objects[3]["metadata"]["name"],
+            "the workloads mount the rendered ConfigMap"
         );
         assert_eq!(
             objects[0]["stringData"]["connection"],
@@ -405,7 +424,7 @@ mod tests {
             !yaml.contains("from-dir-planted") && !yaml.contains("cell-planted"),
             "{yaml}"
         );
-        assert_eq!(yaml.matches("---\n").count(), 5);
+        assert_eq!(yaml.matches("---\n").count(), 14);
         let again = render(example(), source()).await.expect("renders");
         assert_eq!(yaml, to_yaml(&again.objects).expect("yaml"), "stable");
         let json: Value =

@@ -320,17 +320,25 @@ async fn config_map_history_owned_keys_contracts_and_last_good() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     wait_for(&novas, "ComputeConfigReady", "ComputeConfigPublished").await;
-    assert!(
-        novas
-            .get("nova")
-            .await
-            .expect("nova")
-            .status
-            .and_then(|s| s.remote_compute_config_secret_ref)
-            .is_none()
-    );
+    // The pass that deleted the Secret clears the reference when it writes the status, after
+    // the steps behind ComputeConfig.
+    let deadline = Instant::now() + TIMEOUT;
+    while novas
+        .get("nova")
+        .await
+        .expect("nova")
+        .status
+        .and_then(|s| s.remote_compute_config_secret_ref)
+        .is_some()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "status.remoteComputeConfigSecretRef was never cleared"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 
-    // The last-good rule: with a live API Deployment mounting the current ConfigMap, a section
+    // The last-good rule: with the live API Deployment mounting the current ConfigMap, a section
     // carrying a newline is not rendered; the mounted ConfigMap stays in use.
     let current = wait_for_config_maps(&cms, |items| {
         items.iter().any(|cm| {
@@ -343,24 +351,36 @@ async fn config_map_history_owned_keys_contracts_and_last_good() {
         })
     })
     .await;
-    let newest = current
-        .iter()
-        .max_by_key(|cm| cm.creation_timestamp())
-        .expect("newest")
-        .name_any();
+    let tls_bus = |cm: &&ConfigMap| {
+        cm.data
+            .as_ref()
+            .and_then(|d| d.get("nova.conf"))
+            .is_some_and(|c| c.contains("ssl = true"))
+    };
+    let newest = current.iter().find(tls_bus).expect("newest").name_any();
+    // The Deployment step keeps the API Deployment on the newest ConfigMap.
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    let deployment: Deployment = serde_json::from_value(json!({
-        "metadata": {"name": "nova"},
-        "spec": {"selector": {"matchLabels": {"app": "nova-api"}},
-                 "template": {"metadata": {"labels": {"app": "nova-api"}},
-                              "spec": {"containers": [{"name": "api", "image": "nova"}],
-                                       "volumes": [{"name": "config", "configMap": {"name": newest}}]}}}
-    }))
-    .expect("deployment");
-    deployments
-        .create(&PostParams::default(), &deployment)
-        .await
-        .expect("live API Deployment");
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let mounted = deployments
+            .get_opt("nova")
+            .await
+            .expect("get")
+            .and_then(|d| d.spec?.template.spec?.volumes)
+            .is_some_and(|volumes| {
+                volumes
+                    .iter()
+                    .any(|v| v.config_map.as_ref().is_some_and(|c| c.name == newest))
+            });
+        if mounted {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the API Deployment never mounted {newest}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let before = config_maps(&cms).await.len();
     patch_spec(&novas, json!({"extraConfig": {"DEFAULT": {"cpu_allocation_ratio": "1.0\n[DEFAULT]\ntransport_url = evil"}}})).await;
     let message = wait_for(&novas, "SecretsReady", "ConfigError").await;

@@ -147,7 +147,9 @@ async fn credential_steps_wait_in_order_then_derive_quietly() {
     })
     .await;
 
-    // Quiet steady state: wake the controller without changing anything it reads.
+    // Quiet steady state, once the workloads are available: wake the controller without
+    // changing anything it reads.
+    wait_converged(&novas, "nova", || Ok(())).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (secret_writes, status_writes, passes_before) = (
         writes(&client, "secrets", "").await,

@@ -29,6 +29,8 @@ async fn requests_now(client: &Client) -> Requests {
         "configmaps",
         "events",
         "deployments",
+        "services",
+        "poddisruptionbudgets",
         "databases",
         "users",
         "grants",

@@ -82,10 +82,18 @@ fn node(desired: &Value, live: &Value, fields: Option<&Map<String, Value>>) -> b
             }
             present.into_iter().all(|(key, value)| {
                 have.get(key).is_some_and(|live_value| {
-                    let child = fields
+                    let child = match fields
                         .and_then(|f| f.get(&format!("f:{key}")))
-                        .and_then(Value::as_object);
-                    node(value, live_value, child.or(fields.map(|_| &*EMPTY)))
+                        .and_then(Value::as_object)
+                    {
+                        // A leaf: a scalar, or an atomic map or struct (a label selector),
+                        // which the manager owns whole; its value is compared as it is.
+                        Some(leaf) if leaf.is_empty() => None,
+                        Some(owned) => Some(owned),
+                        // A field the manager does not own.
+                        None => fields.map(|_| &*EMPTY),
+                    };
+                    node(value, live_value, child)
                 })
             })
         }
@@ -241,5 +249,23 @@ mod tests {
             carries(&shared, &desired(), MANAGER),
             "another manager's owner reference is not ours to remove"
         );
+    }
+
+    #[test]
+    fn an_atomic_map_is_owned_whole_and_compared_by_value() {
+        // A Service selector (and a LabelSelector) is atomic: fieldsV1 lists it as a leaf.
+        let wanted = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "n"},
+                            "spec": {"selector": {"app": "a", "tier": "t"}}});
+        let owned = json!({"f:spec": {"f:selector": {}}});
+        let same = live(
+            json!({"metadata": {}, "spec": {"selector": {"app": "a", "tier": "t"}}}),
+            owned.clone(),
+        );
+        let drifted = live(
+            json!({"metadata": {}, "spec": {"selector": {"app": "b", "tier": "t"}}}),
+            owned,
+        );
+        assert!(carries(&same, &wanted, MANAGER));
+        assert!(!carries(&drifted, &wanted, MANAGER));
     }
 }

@@ -31,16 +31,17 @@ use crate::pipeline::index::{ObjectKey, ReferenceIndex};
 use crate::pipeline::skeleton::{Context, error_policy, reconcile};
 
 /// Every kind the Nova steps read, and how the handle caches it: content only where a step
-/// needs it (the Secrets and ConfigMaps it reads or owns, the live API Deployment, the other
-/// operators' objects whose status it reads, the MariaDB objects it applies and gates on),
-/// metadata elsewhere (the owned kinds that only wake the Nova).
+/// needs it (the Secrets and ConfigMaps it reads or owns, the Deployments, Services and
+/// disruption budget it applies, the other operators' objects whose status it reads, the
+/// MariaDB objects it applies and gates on), metadata elsewhere (the owned kinds that only
+/// wake the Nova).
 pub fn kinds() -> Vec<KindSpec> {
     let mut kinds = vec![
         KindSpec::of::<Secret>(Caching::OnDemand),
         KindSpec::of::<ConfigMap>(Caching::OnDemand),
         KindSpec::of::<Deployment>(Caching::OnDemand),
-        KindSpec::of::<Service>(Caching::Metadata),
-        KindSpec::of::<PodDisruptionBudget>(Caching::Metadata),
+        KindSpec::of::<Service>(Caching::OnDemand),
+        KindSpec::of::<PodDisruptionBudget>(Caching::OnDemand),
         KindSpec::of::<HorizontalPodAutoscaler>(Caching::Metadata),
         KindSpec::of::<NetworkPolicy>(Caching::Metadata),
         KindSpec::of::<Job>(Caching::Metadata),

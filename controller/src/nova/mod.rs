@@ -3,20 +3,26 @@
 
 pub mod broker_url;
 pub mod compute_config;
+pub mod conductor;
 pub mod config;
+pub mod console_proxy;
 pub mod controller;
 pub mod database;
 pub mod db_connection;
 pub mod db_provision;
+pub mod deployment;
 pub mod dsn;
 pub mod finalize;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod job_run;
 pub mod release;
+pub mod metadata;
 pub mod resolved;
+pub mod scheduler;
 pub mod secrets;
 pub mod transport_url;
+pub mod workload;
 
 use std::collections::BTreeMap;
 
@@ -32,14 +38,20 @@ pub type NovaPass = Pass<Nova>;
 /// A Nova step's plan.
 pub type NovaPlan = PlanOf<Nova>;
 
-/// The Nova pipeline, in order. Later issues add the Database and workload steps and the
-/// parallel group behind them, each a row here and a file beside this one.
-pub static PIPELINE: [Stage<Nova>; 5] = [
+/// The Nova pipeline, in order. The workload steps run in the order a release upgrade rolls
+/// them. Later issues add the Database step before them and the parallel group behind them,
+/// each a row here and a file beside this one.
+pub static PIPELINE: [Stage<Nova>; 10] = [
     seq("Secrets", C::SecretsReady, secrets::run),
     seq("DBConnectionSecrets", C::SecretsReady, db_connection::run),
     seq("TransportURLSecret", C::SecretsReady, transport_url::run),
     seq("Config", C::SecretsReady, config::run),
     seq("ComputeConfig", C::ComputeConfigReady, compute_config::run),
+    seq("Conductor", C::ConductorReady, conductor::run),
+    seq("Scheduler", C::SchedulerReady, scheduler::run),
+    seq("Metadata", C::MetadataReady, metadata::run),
+    seq("ConsoleProxy", C::ConsoleProxyReady, console_proxy::run),
+    seq("Deployment", C::DeploymentReady, deployment::run),
 ];
 
 /// What a deleting Nova runs before its finalizer is released.

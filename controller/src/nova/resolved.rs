@@ -26,6 +26,9 @@ pub struct Resolved {
     pub digests: Digests,
     /// The config ConfigMap the workloads mount.
     pub config_map: Option<String>,
+    /// The release whose schema is installed, as of this pass (the Database step promotes it
+    /// before the workloads stamp it), so a promotion rolls the pods in the same pass.
+    pub installed_release: Option<String>,
 }
 
 fn later<T>(into: &mut Option<T>, value: Option<T>) {
@@ -51,6 +54,7 @@ impl Merge for Resolved {
         later(&mut self.transport_url, later_plan.transport_url);
         later(&mut self.broker_port, later_plan.broker_port);
         later(&mut self.config_map, later_plan.config_map);
+        later(&mut self.installed_release, later_plan.installed_release);
         let (d, l) = (&mut self.digests, later_plan.digests);
         later_digest(&mut d.api_db_connection, l.api_db_connection);
         later_digest(&mut d.db_connection, l.db_connection);
@@ -75,6 +79,8 @@ pub enum StatusUpdate {
     UpgradePhase(Option<UpgradePhase>),
     /// `status.cells`, cell0 first.
     Cells(Vec<CellStatus>),
+    /// `status.endpoint`.
+    Endpoint(Option<String>),
 }
 
 impl StatusUpdate {
@@ -89,6 +95,7 @@ impl StatusUpdate {
             StatusUpdate::TargetRelease(r) => status.target_release = r,
             StatusUpdate::UpgradePhase(p) => status.upgrade_phase = p,
             StatusUpdate::Cells(c) => status.cells = c,
+            StatusUpdate::Endpoint(e) => status.endpoint = e,
         }
     }
 }

@@ -31,6 +31,7 @@ pub mod nova_conf;
 pub mod overlays;
 pub mod paths;
 pub mod pod;
+pub mod workloads;
 
 pub use compute_contract::{
     ContractVariant, contract_keys, contract_static_keys, render_compute_fragment,

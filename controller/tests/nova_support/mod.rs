@@ -149,10 +149,12 @@ pub async fn wait_for_data(api: &Api<Secret>, name: &str, check: impl Fn(&str) -
 
 /// The resources a Nova pass reads, as the API server's metrics name them (the Nova itself is
 /// left out: the tests poll it).
-pub const READ_RESOURCES: [&str; 10] = [
+pub const READ_RESOURCES: [&str; 12] = [
     "secrets",
     "configmaps",
     "deployments",
+    "services",
+    "poddisruptionbudgets",
     "secretstores",
     "clustersecretstores",
     "externalsecrets",
@@ -299,8 +301,19 @@ pub async fn provide_inputs(client: &Client, ns: &str) {
     create_rabbitmq(client, ns).await;
 }
 
-/// Waits until the Nova `name` published its compute contract (ComputeConfigReady=True), the
-/// last step of the pipeline so far; `alive` fails early (a process that exited).
+/// The conditions of the sequential lane so far, all True once a Nova converged.
+pub const CONVERGED: [&str; 7] = [
+    "SecretsReady",
+    "ComputeConfigReady",
+    "ConductorReady",
+    "SchedulerReady",
+    "MetadataReady",
+    "ConsoleProxyReady",
+    "DeploymentReady",
+];
+
+/// Waits until every condition of the sequential lane of the Nova `name` is True (kwok makes
+/// the workloads' pods ready); `alive` fails early (a process that exited).
 pub async fn wait_converged(
     novas: &Api<Nova>,
     name: &str,
@@ -313,9 +326,11 @@ pub async fn wait_converged(
         }
         let nova = novas.get(name).await.expect("nova");
         let published = nova.status.is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == "ComputeConfigReady" && c.status == "True")
+            CONVERGED.iter().all(|t| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == *t && c.status == "True")
+            })
         });
         if published {
             return;
