@@ -16,8 +16,8 @@ pub mod finalize;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod job_run;
-pub mod release;
 pub mod metadata;
+pub mod release;
 pub mod resolved;
 pub mod scheduler;
 pub mod secrets;
