@@ -56,6 +56,14 @@ pub fn manifest_path() -> PathBuf {
     images_dir().join("manifest.tsv")
 }
 
+/// The manifest of the operator's own images (`images/build.sh`), imported beside the test
+/// images when it exists: only the chart's install tests and the main job need them.
+pub fn operator_manifest_path() -> PathBuf {
+    images_dir().join(OPERATOR_MANIFEST)
+}
+
+const OPERATOR_MANIFEST: &str = "operator-manifest.tsv";
+
 /// One built image.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BuiltImage {
@@ -98,15 +106,19 @@ fn imported_record(layout: &Layout) -> PathBuf {
     layout.root().join("containerd-imported")
 }
 
-/// Imports every image of the manifest containerd does not have yet (by archive name) into
-/// its `k8s.io` namespace and tags it with all its references.
+/// Imports every image of the manifest (and of the operator manifest beside it, when there)
+/// containerd does not have yet (by archive name) into its `k8s.io` namespace and tags it
+/// with all its references.
 /// (Blocking: it runs while the node starts, when nothing else needs the runtime.)
 pub(crate) fn import_all(ctr: &Path, manifest: &Path, layout: &Layout) -> Result<()> {
     let text = std::fs::read_to_string(manifest).map_err(|e| Error::Invalid {
         context: format!("reading {}", manifest.display()),
         message: format!("{e}; build the images with `tests/build-images.sh`"),
     })?;
-    let images = parse_manifest(&text)?;
+    let mut images = parse_manifest(&text)?;
+    if let Ok(text) = std::fs::read_to_string(manifest.with_file_name(OPERATOR_MANIFEST)) {
+        images.extend(parse_manifest(&text)?);
+    }
     let record = imported_record(layout);
     let mut done: BTreeSet<String> = std::fs::read_to_string(&record)
         .unwrap_or_default()

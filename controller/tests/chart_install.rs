@@ -1,0 +1,225 @@
+//! The chart installed onto the real node from the locally built images (`images/build.sh`):
+//! both Deployments become Available, the API server calls the webhook through its Service
+//! with the chart's certificate, the controller converges the sample Nova under its own
+//! ServiceAccount with no 403 in its log (cluster-wide and namespace-scoped), and an upgrade
+//! that changes only the webhook's values rolls only the webhook.
+
+mod nova_support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{Api, ApiResource, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use nova_api::v1alpha1::Nova;
+use nova_support::*;
+use nova_test_harness::{Canary, CanaryExpectation, ControlPlane, helm, wait_for_webhook};
+
+const INSTALL_TIMEOUT: &str = "5m";
+
+fn helm_ok(home: &Path, cp: &ControlPlane, args: &[&str]) -> String {
+    let kubeconfig = cp.kubeconfig_path().display().to_string();
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--kubeconfig", &kubeconfig]);
+    let out = helm::run(home, &all).expect("helm");
+    assert!(
+        out.success,
+        "helm {} failed:\n{}{}",
+        args.join(" "),
+        out.stdout,
+        out.stderr
+    );
+    out.stdout
+}
+
+fn install_args<'a>(verb: &'a str, release: &'a str, ns: &'a str, chart: &'a str) -> Vec<&'a str> {
+    vec![
+        verb,
+        release,
+        chart,
+        "--namespace",
+        ns,
+        "--wait",
+        "--timeout",
+        INSTALL_TIMEOUT,
+    ]
+}
+
+async fn available(client: &Client, ns: &str, name: &str) -> Deployment {
+    let deployment = Api::<Deployment>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .expect("deployment");
+    let status = deployment.status.clone().expect("status");
+    assert!(
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Available" && c.status == "True"),
+        "{name} is Available: {status:?}"
+    );
+    deployment
+}
+
+/// The API server calls the validating webhook through the Service: a Nova only the webhook
+/// rejects is denied with its message.
+async fn webhook_denies(client: &Client, ns: &str) {
+    let mut nova = serde_json::to_value(example(ns)).expect("json");
+    nova["metadata"]["name"] = "canary-api".into();
+    wait_for_webhook(
+        client,
+        &Canary {
+            resource: ApiResource::erase::<Nova>(&()),
+            namespace: Some(ns.to_owned()),
+            object: nova,
+            expect: CanaryExpectation::DeniedWith(
+                "admission webhook \"vnova.kb.io\" denied the request".into(),
+            ),
+        },
+        Duration::from_secs(60),
+    )
+    .await
+    .expect("the validating webhook answers through its Service");
+}
+
+/// Every log line of the component's pods.
+async fn component_logs(client: &Client, ns: &str, component: &str) -> String {
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&format!("app.kubernetes.io/component={component}")))
+        .await
+        .expect("pods");
+    let mut text = String::new();
+    for pod in pods {
+        text += &nova_test_harness::pods::logs(client, ns, &pod.name_any(), component)
+            .await
+            .expect("logs");
+    }
+    text
+}
+
+/// The sample Nova converges under the controller's ServiceAccount, and nothing was forbidden.
+async fn converges_without_403(client: &Client, release_ns: &str, ns: &str) {
+    provide_inputs(client, ns).await;
+    let novas: Api<Nova> = Api::namespaced(client.clone(), ns);
+    novas
+        .create(&PostParams::default(), &example(ns))
+        .await
+        .expect("create the sample Nova");
+    wait_converged(&novas, "nova", || Ok(())).await;
+    let logs = component_logs(client, release_ns, "controller").await;
+    assert!(!logs.is_empty(), "the controller logs");
+    for needle in ["403", "forbidden", "Forbidden"] {
+        assert!(
+            !logs.contains(needle),
+            "the controller's log has {needle}:\n{logs}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_chart_runs_the_operator_on_the_real_node() {
+    assert!(
+        nova_test_harness::images::operator_manifest_path().is_file(),
+        "the operator images are not built: run images/build.sh"
+    );
+    let cp = nova_test_harness::shared_real_node()
+        .await
+        .expect("control plane with the real node");
+    let client = cp.client().expect("client");
+    let home = tempfile::tempdir().expect("helm home");
+    let chart = helm::chart_dir().display().to_string();
+
+    // Cluster-wide install.
+    let release_ns = cp.namespace("nova-system").await.expect("namespace");
+    helm_ok(
+        home.path(),
+        cp,
+        &install_args("install", "nova-operator", &release_ns, &chart),
+    );
+    let controller = available(&client, &release_ns, "nova-operator-controller").await;
+    let webhook = available(&client, &release_ns, "nova-operator-webhook").await;
+    let ns = cp.namespace("nova-chart").await.expect("namespace");
+    webhook_denies(&client, &ns).await;
+    converges_without_403(&client, &release_ns, &ns).await;
+
+    // An upgrade that changes only the webhook's values rolls only the webhook, and keeps
+    // the generated certificate (lookup).
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &release_ns);
+    let tls = secrets
+        .get("nova-operator-webhook-tls")
+        .await
+        .expect("tls")
+        .data;
+    let configs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let bundle = |c: ValidatingWebhookConfiguration| {
+        c.webhooks.unwrap_or_default()[0]
+            .client_config
+            .ca_bundle
+            .clone()
+    };
+    let ca = bundle(configs.get("nova-operator").await.expect("config"));
+    let mut args = install_args("upgrade", "nova-operator", &release_ns, &chart);
+    args.extend_from_slice(&["--set", "webhook.logLevel=debug"]);
+    helm_ok(home.path(), cp, &args);
+    let controller_after = available(&client, &release_ns, "nova-operator-controller").await;
+    let webhook_after = available(&client, &release_ns, "nova-operator-webhook").await;
+    assert_eq!(
+        controller_after.metadata.generation, controller.metadata.generation,
+        "the controller Deployment is untouched"
+    );
+    assert_eq!(
+        webhook_after.metadata.generation,
+        webhook.metadata.generation.map(|g| g + 1),
+        "the webhook Deployment rolled once"
+    );
+    assert_eq!(
+        secrets
+            .get("nova-operator-webhook-tls")
+            .await
+            .expect("tls")
+            .data,
+        tls,
+        "the serving certificate survives the upgrade"
+    );
+    assert_eq!(
+        bundle(configs.get("nova-operator").await.expect("config")),
+        ca,
+        "the CA bundle survives the upgrade"
+    );
+    webhook_denies(&client, &ns).await;
+    helm_ok(
+        home.path(),
+        cp,
+        &[
+            "uninstall",
+            "nova-operator",
+            "--namespace",
+            &release_ns,
+            "--wait",
+        ],
+    );
+
+    // Namespace-scoped install: Roles only, the controller under --namespace.
+    let scoped = cp.namespace("nova-scoped").await.expect("namespace");
+    let mut args = install_args("install", "nova-scoped", &scoped, &chart);
+    args.extend_from_slice(&[
+        "--set",
+        "rbac.scope=namespace",
+        "--set",
+        "webhook.replicas=1",
+    ]);
+    helm_ok(home.path(), cp, &args);
+    available(&client, &scoped, "nova-scoped-nova-operator-controller").await;
+    available(&client, &scoped, "nova-scoped-nova-operator-webhook").await;
+    webhook_denies(&client, &scoped).await;
+    converges_without_403(&client, &scoped, &scoped).await;
+    helm_ok(
+        home.path(),
+        cp,
+        &["uninstall", "nova-scoped", "--namespace", &scoped, "--wait"],
+    );
+}
