@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use nova_controller::clusters::Caching;
 use nova_controller::nova;
 use nova_test_harness::helm;
 use serde_json::Value;
@@ -295,6 +296,61 @@ fn the_controller_role_covers_exactly_the_kinds_the_code_registers() {
         granted(&lease["rules"], "patch")
             .contains(&("coordination.k8s.io".into(), "leases".into()))
     );
+}
+
+/// What the code writes, derived from the code: every kind the pipeline applies for the sample
+/// Nova (an offline run of the same plans) may be created and patched, and no kind the handle
+/// caches metadata-only (which its apply refuses) may be.
+#[tokio::test]
+async fn the_controller_may_write_exactly_the_kinds_the_pipeline_applies() {
+    let nova = nova_controller::offline::read_nova(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/nova.yaml"),
+    )
+    .expect("sample");
+    let rendered = nova_controller::offline::render(nova, Default::default())
+        .await
+        .expect("render");
+    let kinds = nova::controller::kinds();
+    let plural = |object: &Value| -> Kind {
+        let (api_version, kind) = (object["apiVersion"].as_str(), object["kind"].as_str());
+        let spec = kinds
+            .iter()
+            .find(|k| {
+                Some(k.resource.api_version.as_str()) == api_version
+                    && Some(k.resource.kind.as_str()) == kind
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "the pipeline applies {api_version:?} {kind:?}, which kinds() does not register"
+                )
+            });
+        (spec.resource.group.clone(), spec.resource.plural.clone())
+    };
+    let applied: BTreeSet<Kind> = rendered.objects.iter().map(plural).collect();
+    assert!(
+        applied.len() >= 4,
+        "the sample renders children: {applied:?}"
+    );
+
+    let docs = render(&[]);
+    let role = &find(&docs, "ClusterRole", "nova-operator-controller")["rules"];
+    let writable: BTreeSet<Kind> = granted(role, "create")
+        .intersection(&granted(role, "patch"))
+        .cloned()
+        .collect();
+    for kind in &applied {
+        assert!(
+            writable.contains(kind),
+            "the pipeline applies {kind:?}: the rules need create and patch"
+        );
+    }
+    for spec in kinds.iter().filter(|k| k.caching == Caching::Metadata) {
+        let kind = (spec.resource.group.clone(), spec.resource.plural.clone());
+        assert!(
+            !granted(role, "create").contains(&kind) && !granted(role, "patch").contains(&kind),
+            "{kind:?} is cached metadata-only, so the handle never applies it: no create or patch"
+        );
+    }
 }
 
 #[test]
