@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs the pinned Debian packages the real node needs, builds (or
-# reuses) the test control plane, the real node's binaries, helm and the local images, then runs
-# every unit, golden, real-API-server, real-node and real-OpenStack test of the workspace.
+# reuses) the test control plane, the real node's binaries, helm, the local images and the
+# operator's images, then runs every unit, golden, real-API-server, real-node and
+# real-OpenStack test of the workspace.
 # Every build step returns at once on a warm machine (stamps under ~/.cache). The images are
 # built beside the Go builds: they wait on the network and the disk where the Go builds wait
 # on the CPU.
@@ -28,4 +29,6 @@ if ! wait "$images"; then
 fi
 grep -E '^\[images build' "$images_log" >&2 || true
 rm -f "$images_log"
+# The operator's own images (a static release build), for the chart's install test.
+step images/build.sh >/dev/null
 step cargo test --workspace --locked
