@@ -176,6 +176,12 @@ impl Cluster for FileCluster {
         None
     }
 
+    /// Every optional kind is served, so `render` shows the routes and autoscalers a cluster
+    /// with Gateway API and the VPA would get.
+    fn served(&self, _: &ApiResource) -> Result<bool, ClusterError> {
+        Ok(true)
+    }
+
     fn get<'a>(
         &'a self,
         kind: &'a ApiResource,
@@ -349,7 +355,13 @@ mod tests {
         let rendered = render(example(), SecretSource::default())
             .await
             .expect("renders");
-        assert_eq!(rendered.stopped, None);
+        assert_eq!(
+            rendered.stopped.as_deref(),
+            Some(
+                "the pipeline waits: ConsoleHTTPRouteReady=False HTTPRouteNotAccepted: HTTPRoute not yet accepted by Gateway"
+            ),
+            "no Gateway accepts a route offline"
+        );
         let objects = rendered.objects;
         let names = kinds_and_names(&objects);
         assert_eq!(names[0], ("Secret".into(), "nova-api-db-connection".into()));
@@ -368,6 +380,7 @@ mod tests {
             ("Deployment", "nova"),
             ("Service", "nova"),
             ("PodDisruptionBudget", "nova"),
+            ("HTTPRoute", "nova-console"),
         ]
         .into_iter()
         .map(|(k, n)| (k.to_owned(), n.to_owned()))
@@ -375,7 +388,7 @@ mod tests {
         assert_eq!(
             names[5..],
             workloads,
-            "no remote contract without spec.remoteCompute, then the five workloads"
+            "no remote contract without spec.remoteCompute, then the five workloads and the console route"
         );
         let api = &objects[11]["spec"]["template"];
         assert_eq!(
@@ -424,7 +437,7 @@ mod tests {
             !yaml.contains("from-dir-planted") && !yaml.contains("cell-planted"),
             "{yaml}"
         );
-        assert_eq!(yaml.matches("---\n").count(), 14);
+        assert_eq!(yaml.matches("---\n").count(), 15);
         let again = render(example(), source()).await.expect("renders");
         assert_eq!(yaml, to_yaml(&again.objects).expect("yaml"), "stable");
         let json: Value =

@@ -31,6 +31,8 @@ async fn requests_now(client: &Client) -> Requests {
         "deployments",
         "services",
         "poddisruptionbudgets",
+        "horizontalpodautoscalers",
+        "networkpolicies",
         "databases",
         "users",
         "grants",
@@ -105,8 +107,34 @@ async fn waiting_and_converged_passes_issue_no_write_and_no_read() {
 
     let metrics = start_controller(client.clone(), &ns).await;
     let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
+    // Every optional step enabled: the three routes, autoscaling, a VPA on the scheduler and
+    // network isolation.
+    let mut nova = example(&ns);
+    nova.spec.autoscaling = Some(
+        serde_json::from_value(json!({"maxReplicas": 5, "targetCPUUtilization": 70}))
+            .expect("autoscaling"),
+    );
+    nova.spec.gateway = Some(
+        serde_json::from_value(
+            json!({"hostname": "compute.example.com", "parentRef": {"name": "openstack-gw"}}),
+        )
+        .expect("gateway"),
+    );
+    nova.spec.metadata.gateway = Some(serde_json::from_value(json!({"hostname": "metadata.example.com", "parentRef": {"name": "openstack-gw", "namespace": "gateways"}})).expect("gateway"));
+    nova.spec.scheduler = Some(
+        serde_json::from_value(
+            json!({"deployment": {"verticalAutoscaling": {"updateMode": "Off"}}}),
+        )
+        .expect("scheduler"),
+    );
+    nova.spec.network_policy = Some(
+        serde_json::from_value(
+            json!({"ingress": [{"namespaceSelector": {"matchLabels": {"team": "edge"}}}]}),
+        )
+        .expect("networkPolicy"),
+    );
     novas
-        .create(&PostParams::default(), &example(&ns))
+        .create(&PostParams::default(), &nova)
         .await
         .expect("create Nova");
 

@@ -57,6 +57,21 @@ pub fn mariadb_children() -> [ApiResource; 3] {
     ]
 }
 
+/// `gateway.networking.k8s.io/v1` HTTPRoute, the external exposure of the three front ends.
+pub fn http_route() -> ApiResource {
+    resource("gateway.networking.k8s.io", "v1", "HTTPRoute", "httproutes")
+}
+
+/// `autoscaling.k8s.io/v1` VerticalPodAutoscaler, opted into per workload.
+pub fn vertical_pod_autoscaler() -> ApiResource {
+    resource(
+        "autoscaling.k8s.io",
+        "v1",
+        "VerticalPodAutoscaler",
+        "verticalpodautoscalers",
+    )
+}
+
 /// Whether the object reports a `Ready` condition with status `True`.
 pub fn is_ready(object: &DynamicObject) -> bool {
     object.data["status"]["conditions"]

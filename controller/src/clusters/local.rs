@@ -569,6 +569,10 @@ impl Cluster for LocalCluster {
         self.scope.as_deref()
     }
 
+    fn served(&self, kind: &ApiResource) -> Result<bool, ClusterError> {
+        Ok(self.cache(kind)?.served)
+    }
+
     fn get<'a>(
         &'a self,
         kind: &'a ApiResource,

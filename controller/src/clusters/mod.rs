@@ -339,6 +339,10 @@ pub trait Cluster: Send + Sync {
         selector: &Labels,
     ) -> Result<Vec<Meta>, ClusterError>;
 
+    /// Whether the cluster serves a registered kind (the capability probe of an optional
+    /// kind: for the management cluster a latch probed once at start-up).
+    fn served(&self, kind: &ApiResource) -> Result<bool, ClusterError>;
+
     /// The requested keys of a Secret; None when the Secret does not exist.
     fn secret<'a>(
         &'a self,

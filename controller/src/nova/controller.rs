@@ -32,7 +32,7 @@ use crate::pipeline::skeleton::{Context, error_policy, reconcile};
 
 /// Every kind the Nova steps read, and how the handle caches it: content only where a step
 /// needs it (the Secrets and ConfigMaps it reads or owns, the Deployments, Services and
-/// disruption budget it applies, the other operators' objects whose status it reads, the
+/// disruption budget, autoscaler and policies it applies, the other operators' objects whose status it reads, the
 /// MariaDB objects it applies and gates on), metadata elsewhere (the owned kinds that only
 /// wake the Nova).
 pub fn kinds() -> Vec<KindSpec> {
@@ -42,14 +42,16 @@ pub fn kinds() -> Vec<KindSpec> {
         KindSpec::of::<Deployment>(Caching::OnDemand),
         KindSpec::of::<Service>(Caching::OnDemand),
         KindSpec::of::<PodDisruptionBudget>(Caching::OnDemand),
-        KindSpec::of::<HorizontalPodAutoscaler>(Caching::Metadata),
-        KindSpec::of::<NetworkPolicy>(Caching::Metadata),
+        KindSpec::of::<HorizontalPodAutoscaler>(Caching::OnDemand),
+        KindSpec::of::<NetworkPolicy>(Caching::OnDemand),
         KindSpec::of::<Job>(Caching::Metadata),
         KindSpec::of::<CronJob>(Caching::Metadata),
         KindSpec::external(kinds::secret_store(), Caching::Full),
         KindSpec::external(kinds::cluster_secret_store(), Caching::Full).cluster_scoped(),
         KindSpec::external(kinds::external_secret(), Caching::Full),
         KindSpec::external(kinds::rabbitmq_cluster(), Caching::Full),
+        KindSpec::external(kinds::http_route(), Caching::Full),
+        KindSpec::external(kinds::vertical_pod_autoscaler(), Caching::Full),
         KindSpec::external(kinds::mariadb(), Caching::Full),
     ];
     kinds.extend(

@@ -5,6 +5,7 @@ pub mod broker_url;
 pub mod compute_config;
 pub mod conductor;
 pub mod config;
+pub mod console_http_route;
 pub mod console_proxy;
 pub mod controller;
 pub mod database;
@@ -15,13 +16,19 @@ pub mod dsn;
 pub mod finalize;
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub mod hpa;
+pub mod http_route;
 pub mod job_run;
 pub mod metadata;
+pub mod metadata_http_route;
+pub mod network_policy;
 pub mod release;
 pub mod resolved;
+pub mod route;
 pub mod scheduler;
 pub mod secrets;
 pub mod transport_url;
+pub mod vpa;
 pub mod workload;
 
 use std::collections::BTreeMap;
@@ -31,7 +38,7 @@ use kube::ResourceExt;
 use nova_api::conditions::NovaConditionType as C;
 use nova_api::v1alpha1::{Nova, NovaStatus};
 
-use crate::pipeline::{Pass, PlanOf, Reconciled, Stage, seq};
+use crate::pipeline::{Pass, PlanOf, Reconciled, Stage, member, parallel, seq};
 
 /// One pass over one Nova.
 pub type NovaPass = Pass<Nova>;
@@ -39,9 +46,10 @@ pub type NovaPass = Pass<Nova>;
 pub type NovaPlan = PlanOf<Nova>;
 
 /// The Nova pipeline, in order. The workload steps run in the order a release upgrade rolls
-/// them. Later issues add the Database step before them and the parallel group behind them,
-/// each a row here and a file beside this one.
-pub static PIPELINE: [Stage<Nova>; 10] = [
+/// them; the parallel group behind them has no inter-dependency. Later issues add the Database
+/// step before the workloads and the remaining members of the group, each a row here and a
+/// file beside this one.
+pub static PIPELINE: [Stage<Nova>; 11] = [
     seq("Secrets", C::SecretsReady, secrets::run),
     seq("DBConnectionSecrets", C::SecretsReady, db_connection::run),
     seq("TransportURLSecret", C::SecretsReady, transport_url::run),
@@ -52,6 +60,22 @@ pub static PIPELINE: [Stage<Nova>; 10] = [
     seq("Metadata", C::MetadataReady, metadata::run),
     seq("ConsoleProxy", C::ConsoleProxyReady, console_proxy::run),
     seq("Deployment", C::DeploymentReady, deployment::run),
+    parallel(&[
+        member("HTTPRoute", C::HTTPRouteReady, http_route::run),
+        member(
+            "MetadataHTTPRoute",
+            C::MetadataHTTPRouteReady,
+            metadata_http_route::run,
+        ),
+        member(
+            "ConsoleHTTPRoute",
+            C::ConsoleHTTPRouteReady,
+            console_http_route::run,
+        ),
+        member("HPA", C::HPAReady, hpa::run),
+        member("VPA", C::VPAReady, vpa::run),
+        member("NetworkPolicy", C::NetworkPolicyReady, network_policy::run),
+    ]),
 ];
 
 /// What a deleting Nova runs before its finalizer is released.

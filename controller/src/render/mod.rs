@@ -17,16 +17,19 @@
 //! the database sections hold a placeholder DSN, and each credential reaches the pods as an
 //! environment override from its Secret.
 
+pub mod autoscaling;
 pub mod children;
 mod compute_contract;
 mod config_map;
 pub mod db_scripts;
 mod error;
 pub mod extra_config;
+pub mod http_route;
 pub mod ini;
 mod inputs;
 mod logging;
 pub mod mariadb;
+pub mod network_policy;
 pub mod nova_conf;
 pub mod overlays;
 pub mod paths;

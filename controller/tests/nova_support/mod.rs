@@ -149,12 +149,16 @@ pub async fn wait_for_data(api: &Api<Secret>, name: &str, check: impl Fn(&str) -
 
 /// The resources a Nova pass reads, as the API server's metrics name them (the Nova itself is
 /// left out: the tests poll it).
-pub const READ_RESOURCES: [&str; 12] = [
+pub const READ_RESOURCES: [&str; 16] = [
     "secrets",
     "configmaps",
     "deployments",
     "services",
     "poddisruptionbudgets",
+    "horizontalpodautoscalers",
+    "networkpolicies",
+    "httproutes",
+    "verticalpodautoscalers",
     "secretstores",
     "clustersecretstores",
     "externalsecrets",
@@ -301,8 +305,8 @@ pub async fn provide_inputs(client: &Client, ns: &str) {
     create_rabbitmq(client, ns).await;
 }
 
-/// The conditions of the sequential lane so far, all True once a Nova converged.
-pub const CONVERGED: [&str; 7] = [
+/// The conditions of the pipeline so far, all True once a Nova converged.
+pub const CONVERGED: [&str; 13] = [
     "SecretsReady",
     "ComputeConfigReady",
     "ConductorReady",
@@ -310,10 +314,52 @@ pub const CONVERGED: [&str; 7] = [
     "MetadataReady",
     "ConsoleProxyReady",
     "DeploymentReady",
+    "HTTPRouteReady",
+    "MetadataHTTPRouteReady",
+    "ConsoleHTTPRouteReady",
+    "HPAReady",
+    "VPAReady",
+    "NetworkPolicyReady",
 ];
 
-/// Waits until every condition of the sequential lane of the Nova `name` is True (kwok makes
-/// the workloads' pods ready); `alive` fails early (a process that exited).
+/// Plays the Gateway controller (simulated): every HTTPRoute of the Nova `name` without a
+/// parent status is marked Accepted by its first parent.
+pub async fn accept_routes(client: &Client, ns: &str) {
+    let routes = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &external::http_route());
+    for route in routes
+        .list(&Default::default())
+        .await
+        .expect("routes")
+        .items
+    {
+        if route.data["status"]["parents"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty())
+        {
+            continue;
+        }
+        let parent = route.data["spec"]["parentRefs"][0].clone();
+        let status = json!({"status": {"parents": [{
+            "parentRef": parent,
+            "controllerName": "example.com/simulated-gateway",
+            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                            "message": "accepted by the simulated gateway", "lastTransitionTime": "2026-01-01T00:00:00Z",
+                            "observedGeneration": route.metadata.generation.unwrap_or(1)}]
+        }]}});
+        routes
+            .patch_status(
+                &route.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(status),
+            )
+            .await
+            .expect("route status");
+    }
+}
+
+/// Waits until every condition of the pipeline so far of the Nova `name` is True (kwok makes
+/// the workloads' pods ready, [`accept_routes`] plays the Gateway); `alive` fails early (a
+/// process that exited).
 pub async fn wait_converged(
     novas: &Api<Nova>,
     name: &str,
@@ -325,6 +371,11 @@ pub async fn wait_converged(
             panic!("{why}");
         }
         let nova = novas.get(name).await.expect("nova");
+        accept_routes(
+            &novas.clone().into_client(),
+            &nova.namespace().unwrap_or_default(),
+        )
+        .await;
         let published = nova.status.is_some_and(|s| {
             CONVERGED.iter().all(|t| {
                 s.conditions

@@ -1,0 +1,232 @@
+//! The Gateway API flow the three route steps share (`common-types.md` §3.19): the capability
+//! probe, the route's lifecycle with its block, and `Accepted` read from the route's parent
+//! status.
+
+use kube::ResourceExt;
+use nova_api::conditions::{NovaConditionType, Reason};
+use nova_api::v1alpha1::{GatewaySpec, Nova};
+
+use super::resolved::Resolved;
+use super::{NovaPass, NovaPlan};
+use crate::clusters::kinds;
+use crate::pipeline::{Plan, REQUEUE_DEPLOYMENT_POLLING, StepError, StepFuture};
+use crate::render::http_route::{accepted, http_route};
+
+/// One of the three routes.
+#[derive(Clone, Copy, Debug)]
+pub struct RouteStep {
+    /// Its condition.
+    pub condition: NovaConditionType,
+    /// The gateway block's path, as messages name it.
+    pub block_path: &'static str,
+    /// What the route exposes, as messages name it.
+    pub noun: &'static str,
+    /// The gateway block, None while unset (or, for the console, while the proxy is off).
+    pub block: fn(&Nova) -> Option<&GatewaySpec>,
+    /// The route's name for a Nova name.
+    pub route: fn(&str) -> String,
+    /// The backend Service's name for a Nova name.
+    pub service: fn(&str) -> String,
+    /// The backend port.
+    pub port: u16,
+}
+
+/// What a route step reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Observed {
+    /// Whether the cluster serves HTTPRoute.
+    pub served: bool,
+    /// The live route this Nova controls: whether a parent accepted it.
+    pub route: Option<bool>,
+}
+
+async fn observe(pass: &NovaPass, step: RouteStep) -> Result<Observed, StepError> {
+    let kind = kinds::http_route();
+    if !pass.cluster.served(&kind)? {
+        return Ok(Observed::default());
+    }
+    let name = (step.route)(&pass.cr.name_any());
+    let live = pass
+        .cluster
+        .get(&kind, Some(&pass.owner.namespace), &name)
+        .await?
+        .filter(|r| pass.owner.controls(&r.metadata));
+    let route = match live {
+        Some(r) => Some(accepted(&serde_json::to_value(&*r).map_err(|e| {
+            StepError::Refused(format!("HTTPRoute {name} is unreadable: {e}"))
+        })?)),
+        None => None,
+    };
+    Ok(Observed {
+        served: true,
+        route,
+    })
+}
+
+/// Runs a route step.
+pub fn run(pass: &NovaPass, step: RouteStep) -> StepFuture<'_, Nova> {
+    Box::pin(async move {
+        let observed = observe(pass, step).await?;
+        Ok(plan(step, &pass.cr, &observed, &pass.resolved))
+    })
+}
+
+/// A route step's plan.
+pub fn plan(step: RouteStep, nova: &Nova, observed: &Observed, _: &Resolved) -> NovaPlan {
+    let block = (step.block)(nova);
+    let not_required = |plan: NovaPlan| {
+        plan.ready(
+            step.condition,
+            Reason::HTTPRouteNotRequired,
+            format!(
+                "External {} exposure via Gateway API is not configured",
+                step.noun
+            ),
+        )
+    };
+    if !observed.served {
+        return match block {
+            None => not_required(Plan::proceed()),
+            Some(_) => Plan::proceed().report(
+                step.condition,
+                false,
+                Reason::GatewayAPINotInstalled,
+                format!(
+                    "{} is set but the gateway.networking.k8s.io/v1 HTTPRoute CRD is not installed in this cluster; install Gateway API and restart the operator to enable external {} exposure",
+                    step.block_path, step.noun
+                ),
+            ),
+        };
+    }
+    let name = nova.name_any();
+    let route = (step.route)(&name);
+    let Some(gateway) = block else {
+        let plan = if observed.route.is_some() {
+            Plan::proceed().remove(kinds::http_route(), route)
+        } else {
+            Plan::proceed()
+        };
+        return not_required(plan);
+    };
+    let plan = Plan::proceed().apply(http_route(
+        &route,
+        gateway,
+        &(step.service)(&name),
+        step.port,
+    ));
+    if observed.route == Some(true) {
+        plan.ready(
+            step.condition,
+            Reason::HTTPRouteAccepted,
+            "HTTPRoute accepted by Gateway",
+        )
+    } else {
+        plan.report(
+            step.condition,
+            false,
+            Reason::HTTPRouteNotAccepted,
+            "HTTPRoute not yet accepted by Gateway",
+        )
+        .requeue(REQUEUE_DEPLOYMENT_POLLING)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nova::fixtures::example;
+    use crate::nova::workload::tests::{body, children};
+    use crate::nova::{console_http_route, http_route, metadata_http_route};
+    use crate::pipeline::Flow;
+    use nova_api::v1alpha1::NovaConsoleProxySpec;
+
+    fn served(route: Option<bool>) -> Observed {
+        Observed {
+            served: true,
+            route,
+        }
+    }
+
+    fn verdict(plan: &NovaPlan, step: RouteStep) -> (bool, Reason, String) {
+        let v = plan.verdict(step.condition).expect("verdict");
+        (v.ok, v.reason, v.message.clone())
+    }
+
+    #[test]
+    fn without_gateway_api_a_set_block_reports_it_and_an_unset_one_is_not_required() {
+        let nova = example();
+        let console = console_http_route::STEP;
+        let plan = plan(console, &nova, &Observed::default(), &Resolved::default());
+        assert!(plan.children.is_empty() && plan.removals.is_empty());
+        assert_eq!(
+            verdict(&plan, console),
+            (
+                false,
+                Reason::GatewayAPINotInstalled,
+                "spec.consoleProxy.gateway is set but the gateway.networking.k8s.io/v1 HTTPRoute CRD is not installed in this cluster; install Gateway API and restart the operator to enable external Nova console proxy exposure".into()
+            )
+        );
+        let api = http_route::STEP;
+        assert_eq!(
+            verdict(&plan_of(api, &nova, Observed::default()), api),
+            (
+                true,
+                Reason::HTTPRouteNotRequired,
+                "External Nova API exposure via Gateway API is not configured".into()
+            )
+        );
+    }
+
+    fn plan_of(step: RouteStep, nova: &Nova, observed: Observed) -> NovaPlan {
+        plan(step, nova, &observed, &Resolved::default())
+    }
+
+    #[test]
+    fn a_set_block_applies_the_route_and_waits_for_acceptance() {
+        let nova = example();
+        let console = console_http_route::STEP;
+        let waiting = plan_of(console, &nova, served(None));
+        assert_eq!(children(&waiting), [("HTTPRoute", "nova-console")]);
+        assert_eq!(
+            body(&waiting, 0)["spec"],
+            serde_json::json!({
+                "parentRefs": [{"name": "openstack-gw"}],
+                "hostnames": ["console.example.com"],
+                "rules": [{
+                    "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                    "backendRefs": [{"kind": "Service", "name": "nova-novncproxy", "port": 6080}]
+                }]
+            })
+        );
+        assert_eq!(verdict(&waiting, console).1, Reason::HTTPRouteNotAccepted);
+        assert_eq!(waiting.flow, Flow::RequeueAfter(REQUEUE_DEPLOYMENT_POLLING));
+        let accepted = plan_of(console, &nova, served(Some(true)));
+        assert_eq!(
+            verdict(&accepted, console),
+            (
+                true,
+                Reason::HTTPRouteAccepted,
+                "HTTPRoute accepted by Gateway".into()
+            )
+        );
+        assert_eq!(accepted.flow, Flow::Continue);
+    }
+
+    #[test]
+    fn an_unset_block_or_a_disabled_proxy_deletes_the_route() {
+        let mut nova = example();
+        let metadata = metadata_http_route::STEP;
+        let gone = plan_of(metadata, &nova, served(Some(false)));
+        assert_eq!(gone.removals[0].name, "nova-metadata");
+        assert_eq!(verdict(&gone, metadata).1, Reason::HTTPRouteNotRequired);
+        nova.spec.console_proxy = Some(NovaConsoleProxySpec {
+            enabled: Some(false),
+            ..nova.spec.console_proxy.clone().unwrap_or_default()
+        });
+        let console = console_http_route::STEP;
+        let off = plan_of(console, &nova, served(Some(true)));
+        assert!(off.children.is_empty());
+        assert_eq!(off.removals[0].name, "nova-console");
+        assert_eq!(verdict(&off, console).1, Reason::HTTPRouteNotRequired);
+    }
+}
