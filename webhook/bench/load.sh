@@ -1,38 +1,83 @@
 #!/usr/bin/env bash
-# Load benchmark: nova-webhook's /validate-...-nova with the Example Nova over TLS, and a
-# constant-response baseline on the same TLS stack, each at 64 keep-alive connections.
-# Prints wrk's requests/s and latency distribution and each server's peak RSS (VmHWM).
+# Load benchmark: nova-webhook's validate and mutate paths for the Example Nova over TLS, beside
+# a constant-response baseline on the same TLS stack, each at 64 keep-alive connections.
+# Prints, per server and path: wrk's requests/s and latency percentiles, the server's CPU time
+# per review (utime+stime from /proc over the run, divided by the requests served), and the
+# server's peak RSS (VmHWM).
 #
-#   webhook/bench/load.sh [duration, default 15s]
+#   webhook/bench/load.sh [duration, default 15s] [another nova-webhook binary to compare]
 #
-# Needs wrk (apt-get install wrk). On a machine with two or more cores the server runs on CPU 0
-# and wrk on CPU 1, so the load generator does not steal the server's core.
+# The optional second argument runs an older build (say, main's before a change) through the
+# same paths in the same run, so the figures share one machine state.
+#
+# Needs wrk (apt-get install wrk). On a machine with two or more cores each server runs on
+# CPU 0 and wrk on CPU 1, so the load generator does not steal the server's core.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DURATION="${1:-15s}"
+BEFORE="${2:-}"
 WORK="$(mktemp -d)"
-trap 'kill ${WEBHOOK_PID:-} ${BASE_PID:-} 2>/dev/null || true; rm -rf "$WORK"' EXIT
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
 
 cargo build --release -q -p nova-webhook --bin nova-webhook --example baseline
+TARGET="${CARGO_TARGET_DIR:-target}"
 cargo run --release -q -p nova-certs -- --out "$WORK/certs" >/dev/null
 
-# The body is the fuzz seed: an AdmissionReview CREATE of the Example Nova.
+# The body is the fuzz seed: an AdmissionReview CREATE of the Example Nova as written.
 cp webhook/fuzz/seeds/admission/novas-create.json "$WORK/body.json"
+VALIDATE=/validate-nova-openstack-c5c3-io-v1alpha1-nova
+MUTATE=/mutate-nova-openstack-c5c3-io-v1alpha1-nova
+TICKS="$(getconf CLK_TCK)"
 
-taskset -c 0 target/release/nova-webhook --bind-address 127.0.0.1:19443 --metrics-bind-address 127.0.0.1:18080 \
-  --tls-cert-file "$WORK/certs/tls.crt" --tls-private-key-file "$WORK/certs/tls.key" \
-  --kubeconfig /nonexistent 2>"$WORK/webhook.log" &
-WEBHOOK_PID=$!
-taskset -c 0 target/release/examples/baseline 127.0.0.1:19444 "$WORK/certs/tls.crt" "$WORK/certs/tls.key" &
+# start <binary> <port> <admin port>: a nova-webhook pinned to CPU 0; its pid in STARTED.
+start() {
+  taskset -c 0 "$1" --bind-address "127.0.0.1:$2" --metrics-bind-address "127.0.0.1:$3" \
+    --tls-cert-file "$WORK/certs/tls.crt" --tls-private-key-file "$WORK/certs/tls.key" \
+    --kubeconfig /nonexistent >/dev/null 2>>"$WORK/webhook.log" &
+  STARTED=$!
+  PIDS+=("$STARTED")
+}
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# run <label> <port> <pid> <path>: one wrk run and its figures.
+run() {
+  local before after out requests
+  before="$(cpu_ticks "$3")"
+  out="$(BODY_FILE="$WORK/body.json" taskset -c 1 wrk -t1 -c64 -d"$DURATION" --latency \
+    -s webhook/bench/post.lua "https://127.0.0.1:$2$4")"
+  after="$(cpu_ticks "$3")"
+  requests="$(echo "$out" | awk '/requests in/ {print $1}')"
+  echo "== $1 $4"
+  echo "$out" | grep -E 'Requests/sec|Latency  |50%|90%|99%|Non-2xx|errors' || true
+  awk -v t="$((after - before))" -v hz="$TICKS" -v n="$requests" \
+    'BEGIN { printf "server CPU per review: %.1f us\n", t / hz / n * 1e6 }'
+  echo "peak RSS: $(grep VmHWM "/proc/$3/status" | awk '{print $2, $3}')"
+}
+
+taskset -c 0 "$TARGET/release/examples/baseline" 127.0.0.1:19444 "$WORK/certs/tls.crt" "$WORK/certs/tls.key" &
 BASE_PID=$!
+PIDS+=("$BASE_PID")
+start "$TARGET/release/nova-webhook" 19443 18080
+AFTER_PID=$STARTED
+if [ -n "$BEFORE" ]; then
+  start "$BEFORE" 19445 18081
+  BEFORE_PID=$STARTED
+fi
 sleep 1
-PATH_NOVA=/validate-nova-openstack-c5c3-io-v1alpha1-nova
-curl -sk --data-binary @"$WORK/body.json" -H 'Content-Type: application/json' "https://127.0.0.1:19443$PATH_NOVA" | grep -q '"allowed":true'
+for port in 19443 ${BEFORE:+19445}; do
+  echo "checking the server on port $port"
+  curl -sk --data-binary @"$WORK/body.json" -H 'Content-Type: application/json' \
+    "https://127.0.0.1:$port$VALIDATE" | grep -q '"allowed":true'
+  curl -sk --data-binary @"$WORK/body.json" -H 'Content-Type: application/json' \
+    "https://127.0.0.1:$port$MUTATE" | grep -q '"patchType":"JSONPatch"'
+done
 
-for target in "nova-webhook 19443 $WEBHOOK_PID" "baseline 19444 $BASE_PID"; do
-  set -- $target
-  echo "== $1"
-  BODY_FILE="$WORK/body.json" taskset -c 1 wrk -t1 -c64 -d"$DURATION" --latency -s webhook/bench/post.lua "https://127.0.0.1:$2$PATH_NOVA" \
-    | grep -E 'Requests/sec|Latency|50%|75%|90%|99%|requests in|Non-2xx|errors'
-  echo "peak RSS: $(grep VmHWM /proc/$3/status | awk '{print $2, $3}')"
+run baseline 19444 "$BASE_PID" "$VALIDATE"
+for path in "$VALIDATE" "$MUTATE"; do
+  run nova-webhook 19443 "$AFTER_PID" "$path"
+  if [ -n "$BEFORE" ]; then
+    run "before ($BEFORE)" 19445 "$BEFORE_PID" "$path"
+  fi
 done

@@ -1,13 +1,55 @@
-//! Any bytes, as an AdmissionReview body, through all four webhooks: decoding, defaulting and
-//! validation must answer, never panic. The Offline resolver answers the API lookups.
+//! Any bytes, as an AdmissionReview body, through both kinds the way the API server calls
+//! them: the defaulting webhook first, its patch applied to the object, then the validating
+//! webhook on the patched review. Decoding, defaulting and validation must answer, never panic;
+//! a patch must apply to the object it was computed for; and no input may take more than 10 ms
+//! of CPU (thread CPU time, so a preempted run on a busy machine does not count). The Offline
+//! resolver answers the API lookups.
 
 #![no_main]
 
+use std::time::Duration;
+
 use libfuzzer_sys::fuzz_target;
-use nova_webhook::review::{Offline, Webhook, handle};
+use nova_api::v1alpha1::{Nova, NovaCompute};
+use nova_webhook::review::{Handled, Offline, Webhook, handle};
+use serde_json::Value;
+
+const BUDGET: Duration = Duration::from_millis(10);
+
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn run(webhook: Webhook, body: &[u8]) -> Handled {
+    futures::executor::block_on(handle(webhook, body, &Offline))
+}
+
+/// The review with the mutating response's patch applied to `request.object`, when there is
+/// one; the patch must apply.
+fn patched(body: &[u8], mutated: &Handled) -> Option<Vec<u8>> {
+    let ops = mutated.response.as_ref()?.patch_ops()?;
+    let mut review: Value = serde_json::from_slice(body).ok()?;
+    let patch: json_patch::Patch = serde_json::from_value(ops).expect("the patch is RFC 6902");
+    let object = review.pointer_mut("/request/object").expect("a patched review has an object");
+    json_patch::patch(object, &patch).expect("the patch applies to the object it was made for");
+    serde_json::to_vec(&review).ok()
+}
 
 fuzz_target!(|body: &[u8]| {
-    for webhook in Webhook::ALL {
-        futures::executor::block_on(handle(webhook, body, &Offline));
+    let started = thread_cpu();
+    for (mutate, validate) in [
+        (Webhook::mutate::<Nova>(), Webhook::validate::<Nova>()),
+        (Webhook::mutate::<NovaCompute>(), Webhook::validate::<NovaCompute>()),
+    ] {
+        let mutated = run(mutate, body);
+        match patched(body, &mutated) {
+            Some(next) => run(validate, &next),
+            None => run(validate, body),
+        };
     }
+    let spent = thread_cpu() - started;
+    assert!(spent < BUDGET, "one input took {spent:?} of CPU");
 });

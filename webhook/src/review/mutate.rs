@@ -2,12 +2,15 @@
 //! defaulted one. A CR being deleted is left alone, so the finalizer removal keeps its spec.
 //!
 //! The spec is decoded once, typed, from the borrowed body; the patch is the difference the
-//! defaulting made, found by walking the two specs' JSON trees side by side and written as
-//! bytes in one pass.
+//! defaulting made, found by walking the two serialized specs side by side, descending only
+//! into members whose bytes differ, and it carries those bytes: no JSON tree is built.
 
-use serde::Serialize;
-use serde_json::value::RawValue;
-use serde_json::{Map, Value};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use serde::de::Visitor;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::{RawValue, to_raw_value};
 
 use super::wire::{self, Head, Response, Review};
 use crate::admitted::Admitted;
@@ -40,7 +43,7 @@ pub fn mutate<K: Admitted>(review: &Review) -> Response {
     if after == before {
         return Response::allow(uid);
     }
-    let (before, after) = match (serde_json::to_value(&before), serde_json::to_value(&after)) {
+    let (before, after) = match (to_raw_value(&before), to_raw_value(&after)) {
         (Ok(b), Ok(a)) => (b, a),
         (Err(e), _) | (_, Err(e)) => {
             return Response::deny(uid, Status::internal(format!("encoding the patch: {e}")));
@@ -63,37 +66,14 @@ pub fn mutate<K: Admitted>(review: &Review) -> Response {
 /// member only `after` has, `remove` for one only `before` has, `replace` for a value that
 /// differs (arrays are replaced whole; defaulting never edits inside one). `before` is the
 /// received spec as the types read it, so the patch carries the defaults only.
-pub fn spec_patch<'a>(before: &Value, after: &'a Value) -> Vec<Op<'a>> {
+///
+/// Both are the serialized specs; equal members compare as equal bytes and are not descended
+/// into, and the values the patch carries are those bytes, so no JSON tree is built.
+pub fn spec_patch<'a>(before: &'a RawValue, after: &'a RawValue) -> Vec<Op<'a>> {
     let mut ops = Vec::new();
     let mut path = String::from("/spec");
     diff(&mut path, before, after, &mut ops);
     ops
-}
-
-/// Whether every operation finds its place in the spec as received: the parent object of an
-/// `add`, the member a `remove` or `replace` names.
-fn applies(received: &RawValue, ops: &[Op<'_>]) -> bool {
-    let Ok(spec) = serde_json::from_str::<Value>(received.get()) else {
-        return false;
-    };
-    ops.iter().all(|op| {
-        let tokens = op.path.strip_prefix("/spec/").unwrap_or("");
-        let mut node = &spec;
-        let mut tokens = tokens
-            .split('/')
-            .map(|t| t.replace("~1", "/").replace("~0", "~"));
-        let Some(mut token) = tokens.next() else {
-            return false;
-        };
-        for next in tokens {
-            match node.get(&token) {
-                Some(child) => node = child,
-                None => return false,
-            }
-            token = next;
-        }
-        node.is_object() && (op.op == "add" || node.get(&token).is_some())
-    })
 }
 
 /// One patch operation.
@@ -102,30 +82,24 @@ pub struct Op<'a> {
     op: &'static str,
     path: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    value: Option<&'a Value>,
+    value: Option<&'a RawValue>,
 }
 
-fn diff<'a>(path: &mut String, before: &Value, after: &'a Value, ops: &mut Vec<Op<'a>>) {
-    match (before, after) {
-        (Value::Object(b), Value::Object(a)) => diff_members(path, b, a, ops),
-        _ if before == after => {}
-        _ => ops.push(Op {
+fn diff<'a>(path: &mut String, before: &'a RawValue, after: &'a RawValue, ops: &mut Vec<Op<'a>>) {
+    if before.get() == after.get() {
+        return;
+    }
+    let (Some(b), Some(a)) = (members(before), members(after)) else {
+        ops.push(Op {
             op: "replace",
             path: path.clone(),
             value: Some(after),
-        }),
-    }
-}
-
-fn diff_members<'a>(
-    path: &mut String,
-    before: &Map<String, Value>,
-    after: &'a Map<String, Value>,
-    ops: &mut Vec<Op<'a>>,
-) {
+        });
+        return;
+    };
     let len = path.len();
-    for key in before.keys().filter(|k| !after.contains_key(*k)) {
-        push_token(path, key);
+    for key in b.keys().filter(|k| !a.contains_key(*k)) {
+        push_token(path, &key.0);
         ops.push(Op {
             op: "remove",
             path: path.clone(),
@@ -133,17 +107,94 @@ fn diff_members<'a>(
         });
         path.truncate(len);
     }
-    for (key, a) in after {
-        push_token(path, key);
-        match before.get(key) {
-            Some(b) => diff(path, b, a, ops),
+    for (key, value) in a {
+        push_token(path, &key.0);
+        match b.get(&key) {
+            Some(old) => diff(path, old, value, ops),
             None => ops.push(Op {
                 op: "add",
                 path: path.clone(),
-                value: Some(a),
+                value: Some(value),
             }),
         }
         path.truncate(len);
+    }
+}
+
+/// A member name, borrowed from the document unless it carries escapes.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Name;
+        impl<'de> Visitor<'de> for Name {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, s: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(s)))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(s.to_owned())))
+            }
+        }
+        d.deserialize_str(Name)
+    }
+}
+
+/// The members of a raw JSON object, each still raw; `None` for anything but an object.
+fn members(raw: &RawValue) -> Option<BTreeMap<Key<'_>, &RawValue>> {
+    serde_json::from_str(raw.get()).ok()
+}
+
+/// Whether every operation finds its place in the spec as received: the parent object of an
+/// `add`, the member a `remove` or `replace` names. The spec's members are read once; a
+/// deeper parent is read when the (sorted) operations reach it.
+fn applies(received: &RawValue, ops: &[Op<'_>]) -> bool {
+    let Some(root) = members(received) else {
+        return false;
+    };
+    let mut nested: Option<(&str, BTreeMap<Key<'_>, &RawValue>)> = None;
+    ops.iter().all(|op| {
+        let Some((parent, last)) = op.path.rsplit_once('/') else {
+            return false;
+        };
+        let parent_members = if parent == "/spec" {
+            &root
+        } else {
+            if nested.as_ref().is_none_or(|(p, _)| *p != parent) {
+                let mut tokens = parent.split('/').skip(2);
+                let found = tokens
+                    .next()
+                    .and_then(|first| root.get(&Key(unescape(first))).copied())
+                    .and_then(|start| {
+                        tokens.try_fold(start, |node, token| {
+                            members(node)?.get(&Key(unescape(token))).copied()
+                        })
+                    })
+                    .and_then(members);
+                match found {
+                    Some(m) => nested = Some((parent, m)),
+                    None => return false,
+                }
+            }
+            match &nested {
+                Some((_, m)) => m,
+                None => return false,
+            }
+        };
+        op.op == "add" || parent_members.contains_key(&Key(unescape(last)))
+    })
+}
+
+/// An RFC 6901 token as the member name it stands for.
+fn unescape(token: &str) -> Cow<'_, str> {
+    if token.contains('~') {
+        Cow::Owned(token.replace("~1", "/").replace("~0", "~"))
+    } else {
+        Cow::Borrowed(token)
     }
 }
 
