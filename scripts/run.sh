@@ -1,96 +1,233 @@
 #!/usr/bin/env bash
-# The main job: builds the CRDs and both binaries, brings up the local test control plane,
-# generates the webhook's serving certificate, starts nova-webhook and nova-controller against
-# it (admission registered by URL), and applies the sample Nova with the inputs it waits for.
-# Interactive: runs until Ctrl-C. Without a terminal: prints the result and tears down.
+# The main job. By default: builds everything (the test control plane, the real node, helm,
+# the OpenStack images and the operator's own images; a cold machine takes about an hour and
+# every step logs its progress), starts the control plane with the real node and a real
+# OpenStack (MariaDB, RabbitMQ, memcached, Keystone, Placement), runs the SIMULATED MariaDB,
+# RabbitMQ and External Secrets operators against it, installs the operator with its own Helm
+# chart (nova-webhook and nova-controller as pods on the real node, admission through the
+# webhook's Service), applies the sample Nova and NovaCompute and shows their conditions live.
+# With a terminal it runs until Ctrl-C; without one it exits 0 once the Nova is Ready, or 1
+# with the conditions that keep it from Ready (after NOVA_RUN_TIMEOUT seconds, or once the
+# controller has settled and a condition no step of this build sets is missing).
+#
+# --no-openstack: the lighter mode for machines without the OpenStack install: the kwok-only
+# control plane, nova-webhook and nova-controller as local processes (admission registered by
+# URL), the sample's inputs and the other operators' statuses written by this script.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+MODE=full
+for arg in "$@"; do
+  case $arg in
+    --no-openstack) MODE=light ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "unknown argument $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
 STATE=${NOVA_DEV_STATE:-$HOME/.cache/nova-operator-dev}
-export NOVA_DEV_STATE=$STATE
-WEBHOOK=127.0.0.1:9443
+# tests/control-plane.sh keeps the light mode's control plane in NOVA_DEV_STATE; the full
+# mode's is in $STATE/serve; this script's logs and files in $STATE/run.
+export NOVA_DEV_STATE=$STATE/light
+TIMEOUT=${NOVA_RUN_TIMEOUT:-900}
+RELEASE=2026.1
+RUN=$STATE/run
 log() { printf '[run %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+timed() { local t; t=$(date +%s); "$@"; log "$1 took $(( $(date +%s) - t ))s"; }
 
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
-NOVA_TESTBIN=$(tests/build-control-plane.sh)
-export NOVA_TESTBIN
-KUBECTL="$NOVA_TESTBIN/kubectl"
-
-log "building the CRDs and the binaries"
-cargo build --locked -q -p nova-api -p nova-webhook -p nova-controller -p nova-certs -p nova-test-harness --bins
-TARGET=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import sys,json;print(json.load(sys.stdin)["target_directory"])')/debug
-"$TARGET/crdgen" >/dev/null
-
+command -v python3 >/dev/null || { echo "python3 is required" >&2; exit 1; }
+mkdir -p "$RUN"
+started=$(date +%s)
 pids=()
 cleanup() {
+  [ "$BASHPID" = "$$" ] || return 0 # a background subshell inherits the trap
   log "stopping"
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  tests/control-plane.sh down >/dev/null 2>&1 || true
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  [ "$MODE" = light ] && { tests/control-plane.sh down >/dev/null 2>&1 || true; }
+  log "stopped"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 
-tests/control-plane.sh down >/dev/null 2>&1 || true
-eval "$(tests/control-plane.sh up)"
-mkdir -p "$STATE/run"
-
-log "generating the webhook's serving certificate"
-"$TARGET/nova-certs" --out "$STATE/run/webhook-certs" --san 127.0.0.1 --san localhost >/dev/null
-"$TARGET/nova-webhook" --bind-address "$WEBHOOK" --metrics-bind-address 127.0.0.1:9080 \
-  --tls-cert-file "$STATE/run/webhook-certs/tls.crt" --tls-private-key-file "$STATE/run/webhook-certs/tls.key" \
-  --kubeconfig "$KUBECONFIG" >"$STATE/run/webhook.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 50); do curl -fs http://127.0.0.1:9080/readyz >/dev/null 2>&1 && break; sleep 0.2; done
-
-log "registering the admission webhooks by URL"
-CA=$(base64 -w0 <"$STATE/run/webhook-certs/ca.crt")
-webhook() { # kind-prefix name path resource
-  cat <<YAML
-- name: $2
-  clientConfig: {url: "https://$WEBHOOK/$3", caBundle: "$CA"}
-  rules: [{apiGroups: [nova.openstack.c5c3.io], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [$4], scope: Namespaced}]
-  admissionReviewVersions: [v1]
-  sideEffects: None
-  failurePolicy: Fail
-  timeoutSeconds: 10
-YAML
+# The view: a redrawn table on a terminal, a new print on every change otherwise. Returns
+# when the Nova is Ready (0) or, without a terminal, when it cannot get there (1).
+watch_conditions() {
+  local last="" out rc since=$SECONDS deadline=$((SECONDS + TIMEOUT))
+  while :; do
+    rc=0
+    out=$("$KUBECTL" -n openstack get novas,novacomputes -o json 2>/dev/null | python3 scripts/view.py "$RUN/conditions") || rc=$?
+    if [ "$out" != "$last" ]; then
+      since=$SECONDS
+      if [ -t 1 ]; then printf '\033[H\033[2J'; fi
+      printf '[%s] %s mode, %ss since start\n%s\n' "$(date +%H:%M:%S)" "$MODE" "$(( $(date +%s) - started ))" "$out"
+      last=$out
+    fi
+    [ "$rc" = 0 ] && return 0
+    if [ ! -t 0 ]; then
+      if [ "$rc" = 2 ] && [ $((SECONDS - since)) -ge 60 ]; then
+        log "the controller has settled; Ready needs conditions no step of this build sets yet (above)"
+        return 1
+      fi
+      if [ "$SECONDS" -ge "$deadline" ]; then
+        log "timed out after ${TIMEOUT}s; the conditions above keep the Nova from Ready"
+        return 1
+      fi
+    fi
+    sleep 2
+  done
 }
-{
-  echo "apiVersion: admissionregistration.k8s.io/v1"; echo "kind: MutatingWebhookConfiguration"
-  echo "metadata: {name: nova-operator}"; echo "webhooks:"
-  webhook m mnova.kb.io mutate-nova-openstack-c5c3-io-v1alpha1-nova novas
-  webhook m mnovacompute.kb.io mutate-nova-openstack-c5c3-io-v1alpha1-novacompute novacomputes
-  echo "---"
-  echo "apiVersion: admissionregistration.k8s.io/v1"; echo "kind: ValidatingWebhookConfiguration"
-  echo "metadata: {name: nova-operator}"; echo "webhooks:"
-  webhook v vnova.kb.io validate-nova-openstack-c5c3-io-v1alpha1-nova novas
-  webhook v vnovacompute.kb.io validate-nova-openstack-c5c3-io-v1alpha1-novacompute novacomputes
-} | "$KUBECTL" apply -f - >/dev/null
 
-log "starting nova-controller"
-"$TARGET/nova-controller" --kubeconfig "$KUBECONFIG" --leader-elect=false \
-  --metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081 >"$STATE/run/controller.log" 2>&1 &
-pids+=($!)
+# Applies a manifest, retrying while admission may not see the webhook configuration yet.
+apply_admitted() {
+  for _ in $(seq 30); do "$KUBECTL" apply -f "$1" >/dev/null 2>&1 && return 0; sleep 1; done
+  "$KUBECTL" apply -f "$1"
+}
 
-log "applying the sample Nova and the inputs it waits for"
-"$KUBECTL" create namespace openstack >/dev/null
-"$KUBECTL" apply -f examples/dev/inputs.yaml >/dev/null
-"$KUBECTL" patch clustersecretstore openbao-cluster-store --subresource=status --type=merge \
-  -p '{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Valid","message":"development store"}]}}' >/dev/null
-"$KUBECTL" -n openstack patch rabbitmqcluster openstack-rabbitmq --subresource=status --type=merge \
-  -p '{"status":{"conditions":[],"defaultUser":{"secretReference":{"name":"openstack-rabbitmq-default-user","namespace":"openstack","keys":{"username":"username","password":"password"}}}}}' >/dev/null
-# Admission may need a moment to see the new webhook configuration.
-for _ in $(seq 30); do "$KUBECTL" apply -f examples/nova.yaml >/dev/null 2>&1 && break; sleep 1; done
-"$KUBECTL" apply -f examples/nova.yaml
+next_steps() {
+  log "look next: $KUBECTL get novas,novacomputes -A   (KUBECONFIG=$KUBECONFIG)"
+  log "metrics: $1"
+  log "dashboard: charts/nova-operator/dashboards/nova-operator.json (uid nova-operator; installed as a ConfigMap by the chart)"
+}
 
-for _ in $(seq 60); do
-  [ "$("$KUBECTL" -n openstack get nova nova -o jsonpath='{.status.conditions[?(@.type=="ComputeConfigReady")].status}')" = True ] && break
-  sleep 1
-done
-"$KUBECTL" -n openstack get novas
-"$KUBECTL" -n openstack get nova nova -o jsonpath='{range .status.conditions[*]}{.type}{"\t"}{.status}{"\t"}{.reason}{"\t"}{.message}{"\n"}{end}'
-"$KUBECTL" -n openstack get configmaps,secrets -l app.kubernetes.io/instance=nova
-log "logs: $STATE/run/{webhook,controller}.log; KUBECONFIG=$KUBECONFIG"
-if [ -t 0 ]; then
-  log "running; press Ctrl-C to stop"
-  wait
-fi
+light() {
+  NOVA_TESTBIN=$(tests/build-control-plane.sh)
+  export NOVA_TESTBIN
+  KUBECTL="$NOVA_TESTBIN/kubectl"
+  local webhook=127.0.0.1:9443 target
+  log "building the binaries"
+  cargo build --locked -q -p nova-webhook -p nova-controller -p nova-certs -p nova-test-harness --bins
+  target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import sys,json;print(json.load(sys.stdin)["target_directory"])')/debug
+  "$target/nova-controller" conditions >"$RUN/conditions"
+  tests/control-plane.sh down >/dev/null 2>&1 || true
+  eval "$(tests/control-plane.sh up)"
+
+  log "generating the webhook's serving certificate"
+  "$target/nova-certs" --out "$RUN/webhook-certs" --san 127.0.0.1 --san localhost >/dev/null
+  "$target/nova-webhook" --bind-address "$webhook" --metrics-bind-address 127.0.0.1:9080 \
+    --tls-cert-file "$RUN/webhook-certs/tls.crt" --tls-private-key-file "$RUN/webhook-certs/tls.key" \
+    --kubeconfig "$KUBECONFIG" >"$RUN/webhook.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 50); do curl -fs http://127.0.0.1:9080/readyz >/dev/null 2>&1 && break; sleep 0.2; done
+
+  log "registering the admission webhooks by URL"
+  local ca; ca=$(base64 -w0 <"$RUN/webhook-certs/ca.crt")
+  hook() { # name path resource
+    printf -- '- name: %s\n  clientConfig: {url: "https://%s/%s", caBundle: "%s"}\n' "$1" "$webhook" "$2" "$ca"
+    printf '  rules: [{apiGroups: [nova.openstack.c5c3.io], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [%s], scope: Namespaced}]\n' "$3"
+    printf '  admissionReviewVersions: [v1]\n  sideEffects: None\n  failurePolicy: Fail\n  timeoutSeconds: 10\n'
+  }
+  {
+    printf 'apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\nmetadata: {name: nova-operator}\nwebhooks:\n'
+    hook mnova.kb.io mutate-nova-openstack-c5c3-io-v1alpha1-nova novas
+    hook mnovacompute.kb.io mutate-nova-openstack-c5c3-io-v1alpha1-novacompute novacomputes
+    printf -- '---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {name: nova-operator}\nwebhooks:\n'
+    hook vnova.kb.io validate-nova-openstack-c5c3-io-v1alpha1-nova novas
+    hook vnovacompute.kb.io validate-nova-openstack-c5c3-io-v1alpha1-novacompute novacomputes
+  } | "$KUBECTL" apply -f - >/dev/null
+
+  log "starting nova-controller"
+  "$target/nova-controller" --kubeconfig "$KUBECONFIG" --leader-elect=false \
+    --metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081 >"$RUN/controller.log" 2>&1 &
+  pids+=($!)
+
+  log "applying the sample Nova and its inputs; the other operators' statuses are written by this script (SIMULATED)"
+  "$KUBECTL" create namespace openstack >/dev/null
+  "$KUBECTL" apply -f examples/dev/inputs.yaml >/dev/null
+  "$KUBECTL" patch clustersecretstore openbao-cluster-store --subresource=status --type=merge \
+    -p '{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Valid","message":"simulated external-secrets: development store"}]}}' >/dev/null
+  "$KUBECTL" -n openstack patch rabbitmqcluster openstack-rabbitmq --subresource=status --type=merge \
+    -p '{"status":{"conditions":[],"defaultUser":{"secretReference":{"name":"openstack-rabbitmq-default-user","namespace":"openstack","keys":{"username":"username","password":"password"}}}}}' >/dev/null
+  apply_admitted examples/nova.yaml
+  apply_admitted examples/novacompute.yaml
+  local rc=0
+  watch_conditions || rc=$?
+  log "logs: $RUN/{webhook,controller}.log"
+  next_steps "http://127.0.0.1:8080/metrics (controller), http://127.0.0.1:9080/metrics (webhook)"
+  [ -t 0 ] && [ "$rc" = 0 ] && { log "running; press Ctrl-C to stop"; wait; }
+  return "$rc"
+}
+
+full() {
+  log "building (a cold machine: host packages ~1 min, control plane ~25 min, node ~14 min, OpenStack images ~20 min beside them, operator images ~9 min)"
+  timed tests/install-host-packages.sh
+  tests/build-images.sh >"$RUN/build-images.log" 2> >(grep --line-buffered '^\[images build' >&2) &
+  local images=$!
+  NOVA_TESTBIN=$(timed tests/build-control-plane.sh)
+  export NOVA_TESTBIN
+  KUBECTL="$NOVA_TESTBIN/kubectl"
+  timed tests/build-node.sh >/dev/null
+  local helm; helm=$(timed tests/build-helm.sh)
+  wait "$images" || { log "tests/build-images.sh failed"; exit 1; }
+  timed images/build.sh >/dev/null
+  cargo build --locked -q -p nova-test-harness --bin nova-control-plane
+  local target; target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import sys,json;print(json.load(sys.stdin)["target_directory"])')/debug
+  # What the chart's controller image implements (the same source, built by images/build.sh).
+  "${NOVA_IMAGES_DIR:-$HOME/.cache/nova-operator-images}/cargo-target/x86_64-unknown-linux-gnu/release/nova-controller" conditions >"$RUN/conditions"
+  log "everything built in $(( $(date +%s) - started ))s"
+
+  log "starting the control plane, the real node and OpenStack $RELEASE (logs: $RUN/serve.log)"
+  tests/control-plane.sh down >/dev/null 2>&1 || true
+  "$target/nova-control-plane" --state-dir "$STATE/serve" serve --openstack "$RELEASE" \
+    --service-user-secret openstack/nova-keystone >"$RUN/serve.out" 2> >(tee "$RUN/serve.log" >&2) &
+  pids+=($!)
+  until grep -qx ready "$RUN/serve.out" 2>/dev/null; do
+    kill -0 "${pids[0]}" 2>/dev/null || { log "the control plane did not start (above)"; exit 1; }
+    sleep 1
+  done
+  eval "$(grep '^export KUBECONFIG=' "$RUN/serve.out")"
+  export HELM_CACHE_HOME=$RUN/helm/cache HELM_CONFIG_HOME=$RUN/helm/config HELM_DATA_HOME=$RUN/helm/data
+
+  log "installing the operator with its Helm chart (release nova-operator in nova-system)"
+  timed "$helm" install nova-operator charts/nova-operator --namespace nova-system --create-namespace \
+    --wait --timeout 5m --kubeconfig "$KUBECONFIG" >/dev/null
+  "$KUBECTL" -n nova-system get deployments,pods
+
+  log "applying the sample's inputs; the MariaDB, RabbitMQ and External Secrets operators are SIMULATED"
+  local pw; pw() { head -c 18 /dev/urandom | base64 | tr '+/' '-_'; }
+  cat <<YAML | "$KUBECTL" apply -f - >/dev/null
+apiVersion: external-secrets.io/v1
+kind: ClusterSecretStore
+metadata: {name: openbao-cluster-store, labels: {nova.c5c3.io/simulated: "true"}}
+spec: {provider: {fake: {data: []}}}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: nova-api-db, namespace: openstack}
+stringData: {username: nova-api, password: "$(pw)"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: nova-db, namespace: openstack}
+stringData: {username: nova, password: "$(pw)"}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: nova-metadata-secret, namespace: openstack}
+stringData: {shared_secret: "$(pw)"}
+---
+apiVersion: rabbitmq.com/v1beta1
+kind: RabbitmqCluster
+metadata: {name: openstack-rabbitmq, namespace: openstack, labels: {nova.c5c3.io/simulated: "true"}}
+spec: {}
+---
+apiVersion: k8s.mariadb.com/v1alpha1
+kind: MariaDB
+metadata: {name: openstack-mariadb, namespace: openstack, labels: {nova.c5c3.io/simulated: "true"}}
+spec: {}
+YAML
+  # The simulated mariadb-operator serves schemas, users and grants; the cluster object itself
+  # stands for the real MariaDB Deployment of the OpenStack install.
+  "$KUBECTL" -n openstack patch mariadb openstack-mariadb --subresource=status --type=merge \
+    -p '{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Simulated","lastTransitionTime":"'"$(date -u +%Y-%m-%dT%H:%M:%SZ)"'","message":"simulated mariadb-operator: the MariaDB Deployment openstack/openstack-mariadb of the real OpenStack"}]}}' >/dev/null
+  apply_admitted examples/nova.yaml
+  apply_admitted examples/novacompute.yaml
+  local rc=0
+  watch_conditions || rc=$?
+  local ip
+  ip=$("$KUBECTL" -n nova-system get pods -l app.kubernetes.io/component=controller -o jsonpath='{.items[0].status.podIP}')
+  next_steps "http://$ip:8080/metrics (the controller pod, reachable from this machine over the node's bridge)"
+  [ -t 0 ] && [ "$rc" = 0 ] && { log "running; press Ctrl-C to stop"; wait "${pids[0]}"; }
+  return "$rc"
+}
+
+"$MODE"

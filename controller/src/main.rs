@@ -14,6 +14,7 @@ use kube::{Api, Client, Config};
 use nova_api::v1alpha1::Nova;
 use nova_controller::clusters::{LocalCluster, Registry};
 use nova_controller::metrics::Metrics;
+use nova_controller::pipeline::{Stage, Step};
 use nova_controller::ratelimit::RateLimitLayer;
 use nova_controller::{nova, offline};
 use tokio::sync::watch;
@@ -49,6 +50,9 @@ enum Command {
         #[arg(short = 'o', long, value_enum, default_value = "yaml")]
         output: Output,
     },
+    /// Prints the condition types the Nova pipeline's steps report on, one per line: what
+    /// this build implements (the main job's view marks the other Ready inputs as missing).
+    Conditions,
 }
 
 /// The render command's output format.
@@ -141,13 +145,19 @@ const LEASE_GRACE_SECONDS: u64 = 5;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    if let Some(Command::Render {
-        file,
-        secrets_dir,
-        output,
-    }) = cli.command
-    {
-        return render(&file, secrets_dir.as_deref(), output).await;
+    match cli.command {
+        Some(Command::Render {
+            file,
+            secrets_dir,
+            output,
+        }) => return render(&file, secrets_dir.as_deref(), output).await,
+        Some(Command::Conditions) => {
+            for condition in pipeline_conditions() {
+                println!("{condition}");
+            }
+            return Ok(());
+        }
+        None => {}
     }
     let flags = cli.flags;
     init_logging(flags.log_format);
@@ -268,6 +278,24 @@ async fn render(
         Some(reason) => anyhow::bail!("{reason}"),
         None => Ok(()),
     }
+}
+
+/// The condition types of the Nova pipeline's steps, in pipeline order, each once.
+fn pipeline_conditions() -> Vec<&'static str> {
+    let mut conditions = Vec::new();
+    for stage in &nova::PIPELINE {
+        let steps: &[Step<Nova>] = match stage {
+            Stage::Sequential(step) => std::slice::from_ref(step),
+            Stage::Parallel(members) => members,
+        };
+        for step in steps {
+            let condition = step.condition.as_str();
+            if !conditions.contains(&condition) {
+                conditions.push(condition);
+            }
+        }
+    }
+    conditions
 }
 
 /// Resolves once a shutdown was requested.

@@ -1,9 +1,14 @@
-//! `nova-control-plane up|down|status`: a control plane a person can keep running.
+//! `nova-control-plane up|down|status|serve`: a control plane a person can keep running.
 //!
 //! `up` starts the same control plane the tests use, detached from this process, records the
 //! PIDs in the state directory and prints `export KUBECONFIG=...` on stdout (everything else
 //! goes to stderr, so `eval "$(nova-control-plane up)"` works). `down` kills exactly the
 //! recorded PIDs, after checking each still runs the binary that was started.
+//!
+//! `serve` runs in the foreground instead, for the main job: the control plane with the real
+//! node (which cannot outlive the process holding its lock), optionally the real OpenStack and
+//! the simulated operators, until SIGINT or SIGTERM, when everything is torn down. It prints
+//! `export KUBECONFIG=...` and then `ready` on stdout once all of it is up.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,6 +35,19 @@ enum Command {
     Down,
     /// Show whether the recorded processes run and the API server is ready.
     Status,
+    /// Run the control plane with the real node in the foreground until SIGINT/SIGTERM.
+    Serve {
+        /// Also deploy the real OpenStack of this release (MariaDB, RabbitMQ, memcached,
+        /// Keystone, Placement) and run the simulated MariaDB, RabbitMQ and External Secrets
+        /// operators against it.
+        #[arg(long)]
+        openstack: Option<String>,
+        /// With --openstack: write the Keystone `nova` user's password (generated per
+        /// deployment, kept only in Secrets) into this Secret, NAMESPACE/NAME, for a Nova's
+        /// spec.serviceUser.secretRef.
+        #[arg(long, requires = "openstack")]
+        service_user_secret: Option<String>,
+    },
 }
 
 const PIDS_FILE: &str = "pids";
@@ -42,6 +60,10 @@ async fn main() -> ExitCode {
         Command::Up => up(&dir).await,
         Command::Down => down(&dir),
         Command::Status => status(&dir).await,
+        Command::Serve {
+            openstack,
+            service_user_secret,
+        } => serve(&dir, openstack.as_deref(), service_user_secret.as_deref()).await,
     };
     match result {
         Ok(code) => code,
@@ -147,6 +169,68 @@ async fn up(dir: &Path) -> Result<ExitCode, String> {
     );
     eprintln!("nova-control-plane: stop it with `tests/control-plane.sh down`");
     println!("export KUBECONFIG={}", kubeconfig.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve(
+    dir: &Path,
+    openstack: Option<&str>,
+    service_user_secret: Option<&str>,
+) -> Result<ExitCode, String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    if read_pids(dir)?.iter().any(Recorded::running) {
+        return Err(format!(
+            "a control plane from `up` runs with state in {}; `down` it first",
+            dir.display()
+        ));
+    }
+    wipe_state_dir(dir)?;
+    let cp = ControlPlane::start_with(Options {
+        state_dir: Some(dir.to_path_buf()),
+        real_node: true,
+        ..Options::default()
+    })
+    .await
+    .map_err(|e| e.to_string())?;
+    eprintln!(
+        "nova-control-plane: API server {}, real node up; component logs in {}",
+        cp.server_url(),
+        dir.join("logs").display()
+    );
+    let mut simulated = None;
+    if let Some(release) = openstack {
+        eprintln!(
+            "nova-control-plane: deploying OpenStack {release} on the real node (about 2 minutes)"
+        );
+        let os = nova_test_harness::openstack::OpenStack::deploy(&cp, release)
+            .await
+            .map_err(|e| e.to_string())?;
+        eprintln!(
+            "nova-control-plane: OpenStack {release} answered in {:.0?}; starting the SIMULATED MariaDB, RabbitMQ and External Secrets operators",
+            os.deployed_in
+        );
+        simulated = Some(nova_test_harness::simulated::start(&os).map_err(|e| e.to_string())?);
+        if let Some(target) = service_user_secret {
+            let (namespace, name) = target
+                .split_once('/')
+                .ok_or_else(|| format!("--service-user-secret {target:?} is not NAMESPACE/NAME"))?;
+            let client = cp.client().map_err(|e| e.to_string())?;
+            os.write_service_user_secret(&client, namespace, name)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    println!("export KUBECONFIG={}", cp.kubeconfig_path().display());
+    println!("ready");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("listening for SIGTERM: {e}"))?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    eprintln!("nova-control-plane: stopping (simulated operators, OpenStack, node, control plane)");
+    drop(simulated);
+    drop(cp);
     Ok(ExitCode::SUCCESS)
 }
 
