@@ -2,7 +2,8 @@
 //! rendering against the real API server for each value set; tests on the rendered manifests
 //! (least-privilege RBAC derived from the kinds the code registers, the four webhook paths
 //! with a CA bundle, independent Deployments, a strict schema); the chart's CRDs, dashboard
-//! and alerts checked against the code.
+//! and alerts checked against the code. The dry-run covers the cert-manager and Prometheus
+//! operator objects too: their CRDs (`tests/crds/chart`) are installed first.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
@@ -44,10 +45,6 @@ const VALUE_SETS: &[(&str, &[&str])] = &[
         ],
     ),
 ];
-
-/// Kinds the API server of the tests does not serve (cert-manager, the Prometheus operator):
-/// their documents are checked here by shape, not by the server-side dry-run.
-const NOT_SERVED: &[&str] = &["cert-manager.io/v1", "monitoring.coreos.com/v1"];
 
 const NAMESPACE: &str = "nova-system";
 
@@ -149,14 +146,25 @@ fn the_chart_lints_with_every_value_set() {
 #[tokio::test(flavor = "multi_thread")]
 async fn every_value_set_passes_a_server_side_dry_run() {
     let cp = nova_test_harness::shared().await.expect("control plane");
+    // cert-manager's and the Prometheus operator's CRDs, which only the chart's optional
+    // objects need (tests/crds/chart, collected from their modules).
+    let extra = nova_test_harness::crd_files(&[
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/crds/chart")
+    ])
+    .expect("chart CRDs");
+    assert!(!extra.is_empty(), "tests/crds/chart holds the CRDs");
+    nova_test_harness::install_crds(
+        &cp.client().expect("client"),
+        &extra,
+        std::time::Duration::from_secs(60),
+    )
+    .await
+    .expect("install the chart's CRDs");
     let kubectl = nova_test_harness::testbin_dir().join("kubectl");
     for (name, extra) in VALUE_SETS {
         let ns = cp.namespace("chart").await.expect("namespace");
         let text = helm::template(home().path(), &ns, extra).expect("helm template");
-        let served: Vec<Value> = documents(&text)
-            .into_iter()
-            .filter(|d| !NOT_SERVED.contains(&d["apiVersion"].as_str().unwrap_or_default()))
-            .collect();
+        let served = documents(&text);
         let stream: String = served
             .iter()
             .map(|d| format!("---\n{}\n", serde_json::to_string(d).expect("json")))
