@@ -1,0 +1,124 @@
+//! The main job's condition view (`scripts/view.py`) fed what `nova-controller conditions`
+//! prints: a condition no step of the build sets is marked as not implemented (never shown as
+//! pending), the view's exit code tells Ready, settled-but-unreachable and converging apart.
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+fn implemented() -> Vec<String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_nova-controller"))
+        .arg("conditions")
+        .output()
+        .expect("nova-controller conditions");
+    assert!(out.status.success());
+    String::from_utf8(out.stdout)
+        .expect("utf-8")
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Runs the view on `items` with `implemented`; its exit code and output.
+fn view(items: Value, implemented: &[String]) -> (i32, String) {
+    let dir = tempfile::tempdir().expect("dir");
+    let list = dir.path().join("conditions");
+    std::fs::write(&list, implemented.join("\n")).expect("write");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/view.py");
+    let mut child = Command::new("python3")
+        .arg(script)
+        .arg(&list)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(json!({ "items": items }).to_string().as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("view");
+    (
+        out.status.code().expect("exit code"),
+        String::from_utf8(out.stdout).expect("utf-8"),
+    )
+}
+
+fn nova(conditions: &[(&str, &str)], observed: i64) -> Value {
+    json!({
+        "kind": "Nova",
+        "metadata": {"name": "nova", "namespace": "openstack", "generation": 1},
+        "status": {
+            "observedGeneration": observed,
+            "conditions": conditions.iter().map(|(t, s)| json!({
+                "type": t, "status": s, "reason": "R", "message": format!("{t} says {s}")
+            })).collect::<Vec<_>>(),
+        },
+    })
+}
+
+#[test]
+fn the_build_lists_the_conditions_its_pipeline_sets() {
+    let conditions = implemented();
+    assert_eq!(conditions.first().map(String::as_str), Some("SecretsReady"));
+    assert!(conditions.iter().any(|c| c == "ComputeConfigReady"));
+    assert!(
+        !conditions.iter().any(|c| c == "Ready"),
+        "Ready is the aggregate, not a step's"
+    );
+}
+
+#[test]
+fn missing_conditions_are_named_not_implemented_and_the_view_says_ready_is_out_of_reach() {
+    let implemented = vec!["SecretsReady".to_owned(), "ComputeConfigReady".to_owned()];
+    let converged = nova(
+        &[
+            ("Ready", "False"),
+            ("SecretsReady", "True"),
+            ("ComputeConfigReady", "True"),
+        ],
+        1,
+    );
+    let (code, out) = view(json!([converged]), &implemented);
+    assert_eq!(code, 2, "settled, Ready unreachable:\n{out}");
+    assert!(
+        out.contains("DatabaseReady            -        NotImplementedYet"),
+        "{out}"
+    );
+    assert!(out.contains("SecretsReady             True"), "{out}");
+    assert!(
+        out.contains("not implemented in this build yet: DatabaseReady"),
+        "{out}"
+    );
+
+    // Implemented but not reported yet (an earlier step waits): converging, not missing.
+    let implemented = vec!["SecretsReady".to_owned(), "DatabaseReady".to_owned()];
+    let (code, out) = view(json!([nova(&[("SecretsReady", "False")], 0)]), &implemented);
+    assert!(
+        out.contains(
+            "DatabaseReady            -                                   not reported yet"
+        ),
+        "{out}"
+    );
+    assert_eq!(code, 1, "the current generation is not observed yet: converging:\n{out}");
+}
+
+#[test]
+fn a_ready_nova_ends_the_view_and_a_pool_without_status_says_why() {
+    let ready = nova(&[("Ready", "True")], 1);
+    let pool = json!({
+        "kind": "NovaCompute",
+        "metadata": {"name": "pool-a", "namespace": "openstack"},
+        "spec": {"novaRef": {"name": "nova"}},
+    });
+    let (code, out) = view(json!([ready, pool]), &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("no controller of this build reconciles NovaCompute pools yet"),
+        "{out}"
+    );
+    let (code, _) = view(json!([]), &[]);
+    assert_eq!(code, 1, "no Nova yet: still converging");
+}
