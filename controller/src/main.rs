@@ -135,6 +135,10 @@ struct Flags {
     /// Requests the API client may start at once before the QPS limit applies.
     #[arg(long, env = "NOVA_CONTROLLER_CLIENT_BURST", default_value_t = 100)]
     client_burst: u32,
+    /// Dial this address for every API health probe instead of resolving the Service's
+    /// cluster-local name: for a controller running outside the cluster it manages.
+    #[arg(long, env = "NOVA_CONTROLLER_HEALTH_CHECK_ADDRESS")]
+    health_check_address: Option<SocketAddr>,
 }
 
 /// The lease is renewed well inside this window; a standby takes over once it lapses.
@@ -175,7 +179,9 @@ async fn main() -> anyhow::Result<()> {
 
     // The caches start on every replica, so a standby is warm when it takes over; the
     // replica is ready once every watch cache holds its first complete list.
-    let registry = Registry::default().register(nova::controller::kinds());
+    let registry = Registry::default()
+        .register(nova::controller::kinds())
+        .probe_services_at(flags.health_check_address);
     let cluster = LocalCluster::start(client.clone(), scope.clone(), registry).await;
     {
         let (cluster, ready) = (cluster.clone(), ready.clone());

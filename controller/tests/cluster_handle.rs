@@ -369,6 +369,10 @@ async fn a_namespace_scoped_install_converges_with_only_a_namespaced_role() {
             &ns,
         ])
         .args(["--leader-elect", "false"])
+        .args([
+            "--health-check-address",
+            &simulated_nova_api().await.to_string(),
+        ])
         .env(
             "RUST_LOG",
             "debug,hyper=info,hyper_util=info,h2=info,rustls=info,tower=info",

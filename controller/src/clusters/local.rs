@@ -46,6 +46,7 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 #[derive(Default)]
 pub struct Registry {
     kinds: Vec<KindSpec>,
+    probe_address: Option<std::net::SocketAddr>,
 }
 
 impl Registry {
@@ -61,6 +62,13 @@ impl Registry {
                 None => self.kinds.push(kind),
             }
         }
+        self
+    }
+
+    /// Dials `address` for every Service probe instead of resolving the Service's name: for
+    /// a controller running outside the cluster, which cannot resolve `*.svc.cluster.local`.
+    pub fn probe_services_at(mut self, address: Option<std::net::SocketAddr>) -> Self {
+        self.probe_address = address;
         self
     }
 }
@@ -149,6 +157,7 @@ fn fresh(content: Option<&str>, watched: Option<&str>) -> bool {
 pub struct LocalCluster {
     client: Client,
     scope: Option<String>,
+    probe_address: Option<std::net::SocketAddr>,
     kinds: HashMap<(String, String), Arc<KindCache>>,
     synced: tokio::sync::watch::Receiver<bool>,
     /// The termination message read for each Job UID, so a Job's pods are listed once.
@@ -187,6 +196,7 @@ impl LocalCluster {
         Arc::new(LocalCluster {
             client,
             scope,
+            probe_address: registry.probe_address,
             kinds,
             synced,
             reports: Mutex::default(),
@@ -571,6 +581,10 @@ impl Cluster for LocalCluster {
 
     fn served(&self, kind: &ApiResource) -> Result<bool, ClusterError> {
         Ok(self.cache(kind)?.served)
+    }
+
+    fn probe<'a>(&'a self, url: &'a str) -> BoxFuture<'a, super::probe::Probe> {
+        Box::pin(super::probe::get(url, self.probe_address))
     }
 
     fn get<'a>(

@@ -15,6 +15,7 @@
 pub mod carries;
 pub mod kinds;
 mod local;
+pub mod probe;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -342,6 +343,9 @@ pub trait Cluster: Send + Sync {
     /// Whether the cluster serves a registered kind (the capability probe of an optional
     /// kind: for the management cluster a latch probed once at start-up).
     fn served(&self, kind: &ApiResource) -> Result<bool, ClusterError>;
+
+    /// One GET of a plain-http Service URL on this cluster (the API health probe).
+    fn probe<'a>(&'a self, url: &'a str) -> BoxFuture<'a, probe::Probe>;
 
     /// The requested keys of a Secret; None when the Secret does not exist.
     fn secret<'a>(

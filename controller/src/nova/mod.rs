@@ -16,6 +16,7 @@ pub mod dsn;
 pub mod finalize;
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub mod health_check;
 pub mod hpa;
 pub mod http_route;
 pub mod job_run;
@@ -46,9 +47,8 @@ pub type NovaPass = Pass<Nova>;
 pub type NovaPlan = PlanOf<Nova>;
 
 /// The Nova pipeline, in order. The workload steps run in the order a release upgrade rolls
-/// them; the parallel group behind them has no inter-dependency. Later issues add the Database
-/// step before the workloads and the remaining members of the group, each a row here and a
-/// file beside this one.
+/// them; the parallel group behind them has no inter-dependency. The Database and DBArchive
+/// steps join before and after the workloads, each a row here and a file beside this one.
 pub static PIPELINE: [Stage<Nova>; 11] = [
     seq("Secrets", C::SecretsReady, secrets::run),
     seq("DBConnectionSecrets", C::SecretsReady, db_connection::run),
@@ -72,6 +72,7 @@ pub static PIPELINE: [Stage<Nova>; 11] = [
             C::ConsoleHTTPRouteReady,
             console_http_route::run,
         ),
+        member("HealthCheck", C::NovaAPIReady, health_check::run),
         member("HPA", C::HPAReady, hpa::run),
         member("VPA", C::VPAReady, vpa::run),
         member("NetworkPolicy", C::NetworkPolicyReady, network_policy::run),

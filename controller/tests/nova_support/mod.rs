@@ -33,11 +33,39 @@ pub fn example(ns: &str) -> Nova {
     nova
 }
 
-/// Starts the Nova controller in-process, scoped to one namespace, once its caches synced.
+/// A simulated nova-api (no pod runs under kwok): on 127.0.0.1, it answers every request with
+/// 200 and a version document, the HealthCheck step's target in these suites.
+pub async fn simulated_nova_api() -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let _ = socket.read(&mut request).await;
+                let body = r#"{"versions": [{"id": "v2.1", "status": "CURRENT"}]}"#;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    address
+}
+
+/// Starts the Nova controller in-process, scoped to one namespace, once its caches synced; its
+/// API health probes reach a [`simulated_nova_api`].
 pub async fn start_controller(client: Client, ns: &str) -> Metrics {
     let metrics = Metrics::new().expect("metrics");
     let scope = Some(ns.to_owned());
-    let registry = Registry::default().register(nova::controller::kinds());
+    let registry = Registry::default()
+        .register(nova::controller::kinds())
+        .probe_services_at(Some(simulated_nova_api().await));
     let cluster = LocalCluster::start(client.clone(), scope.clone(), registry).await;
     cluster.synced().await;
     let options = nova::controller::Options {
@@ -306,7 +334,7 @@ pub async fn provide_inputs(client: &Client, ns: &str) {
 }
 
 /// The conditions of the pipeline so far, all True once a Nova converged.
-pub const CONVERGED: [&str; 13] = [
+pub const CONVERGED: [&str; 14] = [
     "SecretsReady",
     "ComputeConfigReady",
     "ConductorReady",
@@ -317,6 +345,7 @@ pub const CONVERGED: [&str; 13] = [
     "HTTPRouteReady",
     "MetadataHTTPRouteReady",
     "ConsoleHTTPRouteReady",
+    "NovaAPIReady",
     "HPAReady",
     "VPAReady",
     "NetworkPolicyReady",
@@ -358,11 +387,21 @@ pub async fn accept_routes(client: &Client, ns: &str) {
 }
 
 /// Waits until every condition of the pipeline so far of the Nova `name` is True (kwok makes
-/// the workloads' pods ready, [`accept_routes`] plays the Gateway); `alive` fails early (a
-/// process that exited).
+/// the workloads' pods ready, [`accept_routes`] plays the Gateway, the controller probes a
+/// [`simulated_nova_api`]); `alive` fails early (a process that exited).
 pub async fn wait_converged(
     novas: &Api<Nova>,
     name: &str,
+    alive: impl FnMut() -> Result<(), String>,
+) {
+    wait_true(novas, name, &CONVERGED, alive).await;
+}
+
+/// Waits until each of `conditions` of the Nova `name` is True, playing the Gateway meanwhile.
+pub async fn wait_true(
+    novas: &Api<Nova>,
+    name: &str,
+    conditions: &[&str],
     mut alive: impl FnMut() -> Result<(), String>,
 ) {
     let deadline = Instant::now() + TIMEOUT;
@@ -377,7 +416,7 @@ pub async fn wait_converged(
         )
         .await;
         let published = nova.status.is_some_and(|s| {
-            CONVERGED.iter().all(|t| {
+            conditions.iter().all(|t| {
                 s.conditions
                     .iter()
                     .any(|c| c.type_ == *t && c.status == "True")
