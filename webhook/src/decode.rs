@@ -27,10 +27,11 @@ pub enum Undecodable {
     Malformed(String),
 }
 
-/// Decodes `raw` into `K`.
-pub fn decode<K: DeserializeOwned>(raw: &str) -> Result<K, Undecodable> {
+/// Decodes `raw` into `K`, boxed: a Nova is several kilobytes, and a review's future moves
+/// what it holds.
+pub fn decode<K: DeserializeOwned>(raw: &str) -> Result<Box<K>, Undecodable> {
     let e = match serde_json::from_str(raw) {
-        Ok(k) => return Ok(k),
+        Ok(k) => return Ok(Box::new(k)),
         Err(e) => e,
     };
     // The streaming decoder reports some type mismatches (a number where an enum's string

@@ -24,18 +24,18 @@ pub async fn validate<K: Admitted>(review: &Review, resolver: &dyn Resolver) -> 
     if deletion_bypass(op, object, old_raw) {
         return Response::allow(uid);
     }
-    let mut new: K = match decode(object.get()) {
+    let mut new: Box<K> = match decode(object.get()) {
         Ok(v) => v,
         Err(why) => return undecodable::<K>(req, object, why),
     };
-    let old: Option<K> = match old_raw.map(|v| decode(v.get())).transpose() {
+    let old: Option<Box<K>> = match old_raw.map(|v| decode(v.get())).transpose() {
         Ok(v) => v,
         Err(why) => return undecodable_stored::<K>(uid, why),
     };
     if new.meta().namespace.is_none() {
         new.meta_mut().namespace.clone_from(&req.namespace);
     }
-    let needs = new.needs(old.as_ref(), op);
+    let needs = new.needs(old.as_deref(), op);
     let lookups = if needs.is_empty() {
         Lookups::default()
     } else {
@@ -48,7 +48,7 @@ pub async fn validate<K: Admitted>(review: &Review, resolver: &dyn Resolver) -> 
             }
         }
     };
-    let outcome = new.validate(old.as_ref(), op, &lookups);
+    let outcome = new.validate(old.as_deref(), op, &lookups);
     let mut resp = if outcome.errors.is_empty() {
         Response::allow(uid)
     } else {

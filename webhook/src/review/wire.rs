@@ -6,7 +6,11 @@
 //! decodes the object eagerly, either into the typed kind (then an object today's types cannot
 //! read fails the whole review, before the deletion bypass and the field errors can run) or
 //! into a `DynamicObject`, whose `serde_json::Value` tree is then decoded a second time. Its
-//! `T` must be a `kube::Resource`, so it cannot carry the object raw.
+//! `T` must be a `kube::Resource`, so it cannot carry the object raw. Measured on the
+//! defaulted Example Nova (`cargo bench -p nova-webhook --bench admission`, `wire:` entries,
+//! a loaded 2-core machine): review plus typed object 8.4 µs here, 30.2 µs through
+//! `AdmissionReview<DynamicObject>` (3.6 times), 10.2 µs through the typed
+//! `AdmissionReview<Nova>`, which loses the raw object the two paths above need.
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
