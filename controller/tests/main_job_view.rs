@@ -102,7 +102,10 @@ fn missing_conditions_are_named_not_implemented_and_the_view_says_ready_is_out_o
         ),
         "{out}"
     );
-    assert_eq!(code, 1, "the current generation is not observed yet: converging:\n{out}");
+    assert_eq!(
+        code, 1,
+        "the current generation is not observed yet: converging:\n{out}"
+    );
 }
 
 #[test]

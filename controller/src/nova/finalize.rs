@@ -49,6 +49,8 @@ pub fn run(pass: &NovaPass) -> StepFuture<'_, Nova> {
 
 async fn observe(pass: &NovaPass) -> Result<Observed, StepError> {
     let ns = pass.owner.namespace.as_str();
+    // A deleting Nova is probed no more: its passing probe leaves the cache.
+    super::health_check::forget(ns, &pass.cr.name_any());
     let mut remaining = Vec::new();
     for kind in kinds::mariadb_children() {
         for name in mariadb_names(&pass.cr) {

@@ -182,6 +182,21 @@ mod tests {
     }
 
     #[test]
+    fn a_deleted_nova_leaves_the_cache() {
+        let key = ("ns-forget".to_owned(), "nova".to_owned());
+        cache().insert(
+            key.clone(),
+            Passed {
+                uid: "u".into(),
+                url: "http://nova.ns-forget.svc.cluster.local:8774/".into(),
+                at: Instant::now(),
+            },
+        );
+        forget("ns-forget", "nova");
+        assert!(!cache().contains_key(&key));
+    }
+
+    #[test]
     fn every_outcome_has_its_reason() {
         let retry = Flow::RequeueAfter(PROBE_RETRY);
         let cases = [
