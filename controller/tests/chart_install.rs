@@ -1,8 +1,9 @@
 //! The chart installed onto the real node from the locally built images (`images/build.sh`):
 //! both Deployments become Available, the API server calls the webhook through its Service
 //! with the chart's certificate, the controller converges the sample Nova under its own
-//! ServiceAccount with no 403 in its log (cluster-wide and namespace-scoped), and an upgrade
-//! that changes only the webhook's values rolls only the webhook.
+//! ServiceAccount with no 403 in its log (cluster-wide and namespace-scoped), an upgrade that
+//! changes only the webhook's values rolls only the webhook and keeps the generated CA, and a
+//! regenerated certificate reaches the running webhook pods by their hot reload.
 
 mod nova_support;
 
@@ -68,6 +69,10 @@ async fn available(client: &Client, ns: &str, name: &str) -> Deployment {
 /// The API server calls the validating webhook through the Service: a Nova only the webhook
 /// rejects is denied with its message.
 async fn webhook_denies(client: &Client, ns: &str) {
+    webhook_denies_within(client, ns, Duration::from_secs(60)).await;
+}
+
+async fn webhook_denies_within(client: &Client, ns: &str, within: Duration) {
     let mut nova = serde_json::to_value(example(ns)).expect("json");
     nova["metadata"]["name"] = "canary-api".into();
     wait_for_webhook(
@@ -80,7 +85,7 @@ async fn webhook_denies(client: &Client, ns: &str) {
                 "admission webhook \"vnova.kb.io\" denied the request".into(),
             ),
         },
-        Duration::from_secs(60),
+        within,
     )
     .await
     .expect("the validating webhook answers through its Service");
@@ -129,7 +134,15 @@ async fn converges_without_403(client: &Client, release_ns: &str, ns: &str) {
     wait_true(&novas, "nova", &CONVERGED[..7], || Ok(())).await;
     let logs = component_logs(client, release_ns, "controller").await;
     assert!(!logs.is_empty(), "the controller logs");
-    for needle in ["403", "forbidden", "Forbidden"] {
+    // A denied request shows as the API error's reason and code (a bare "403" would match
+    // timestamps).
+    for needle in [
+        "forbidden",
+        "Forbidden",
+        "code: 403",
+        "\"code\":403",
+        " 403 ",
+    ] {
         assert!(
             !logs.contains(needle),
             "the controller's log has {needle}:\n{logs}"
@@ -208,6 +221,36 @@ async fn the_chart_runs_the_operator_on_the_real_node() {
         "the CA bundle survives the upgrade"
     );
     webhook_denies(&client, &ns).await;
+
+    // A new certificate (the Secret removed, the next upgrade generates a new CA) reaches the
+    // running webhook pods through the mounted Secret: the hot reload, no restart.
+    let pods = |client: Client, ns: String| async move {
+        let listed = Api::<Pod>::namespaced(client, &ns)
+            .list(&ListParams::default().labels("app.kubernetes.io/component=webhook"))
+            .await
+            .expect("pods");
+        let mut names: Vec<String> = listed
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(ResourceExt::name_any)
+            .collect();
+        names.sort();
+        names
+    };
+    let before = pods(client.clone(), release_ns.clone()).await;
+    secrets
+        .delete("nova-operator-webhook-tls", &Default::default())
+        .await
+        .expect("delete the serving Secret");
+    helm_ok(home.path(), cp, &args);
+    let rotated = bundle(configs.get("nova-operator").await.expect("config"));
+    assert_ne!(rotated, ca, "a new CA was generated");
+    webhook_denies_within(&client, &ns, Duration::from_secs(180)).await;
+    assert_eq!(
+        pods(client.clone(), release_ns.clone()).await,
+        before,
+        "the same webhook pods serve the new certificate"
+    );
     helm_ok(
         home.path(),
         cp,
