@@ -13,6 +13,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::future::BoxFuture;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
@@ -140,12 +141,43 @@ impl FileCluster {
         }
     }
 
+    /// How many Jobs were applied so far.
+    fn applied_jobs(&self) -> usize {
+        let job = ApiResource::erase::<Job>(&());
+        self.applied().iter().filter(|c| c.kind == job).count()
+    }
+
     /// Every child applied so far, in order.
     pub(crate) fn applied(&self) -> Vec<Child> {
         self.applied
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// A Job applied by an earlier pass of this render, as it would look once it completed,
+    /// so the pass after it goes on past the step that waits for it.
+    fn completed_job(
+        &self,
+        kind: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<DynamicObject> {
+        if *kind != ApiResource::erase::<Job>(&()) {
+            return None;
+        }
+        let owner = Owner {
+            kind: "Nova".to_owned(),
+            namespace: namespace.unwrap_or_default().to_owned(),
+            reference: None,
+            labels: Default::default(),
+        };
+        let applied = self.applied();
+        let child = applied.iter().find(|c| c.kind == *kind && c.name == name)?;
+        let mut body = child.stamped(&owner).ok()?;
+        body["metadata"]["uid"] = format!("offline-{name}").into();
+        body["status"] = json!({"conditions": [{"type": "Complete", "status": "True"}]});
+        serde_json::from_value(body).ok()
     }
 
     /// Another operator's object as a healthy one would look, for the kinds a step reads.
@@ -194,7 +226,12 @@ impl Cluster for FileCluster {
         namespace: Option<&'a str>,
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<Arc<DynamicObject>>, ClusterError>> {
-        Box::pin(async move { Ok(Self::played(kind, namespace, name).map(Arc::new)) })
+        Box::pin(async move {
+            let object = self
+                .completed_job(kind, namespace, name)
+                .or_else(|| Self::played(kind, namespace, name));
+            Ok(object.map(Arc::new))
+        })
     }
 
     fn metadata(&self, _: &ApiResource, _: &str, _: &str) -> Result<Option<Meta>, ClusterError> {
@@ -233,10 +270,14 @@ impl Cluster for FileCluster {
         child: &'a Child,
     ) -> BoxFuture<'a, Result<Applied, ClusterError>> {
         Box::pin(async move {
-            self.applied
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .push(child.clone());
+            let mut applied = self.applied.lock().unwrap_or_else(PoisonError::into_inner);
+            match applied
+                .iter_mut()
+                .find(|c| c.kind == child.kind && c.name == child.name)
+            {
+                Some(earlier) => *earlier = child.clone(),
+                None => applied.push(child.clone()),
+            }
             Ok(Applied::Written)
         })
     }
@@ -273,6 +314,9 @@ pub fn read_nova(path: &Path) -> Result<Nova, OfflineError> {
     })
 }
 
+/// The most passes one render runs: one per Job a pass may wait on, and the last.
+const RENDER_PASSES: usize = 3;
+
 /// What an offline run of the pipeline produced.
 pub struct Rendered {
     /// Every child the pipeline would apply, in pipeline order, printable (credentials masked).
@@ -289,9 +333,24 @@ pub async fn render(mut nova: Nova, secrets: SecretSource) -> Result<Rendered, O
         nova.metadata.namespace = Some("default".to_owned());
     }
     let cluster = Arc::new(FileCluster::new(secrets));
-    let mut pass = Pass::new(Arc::new(nova), cluster.clone());
+    let nova = Arc::new(nova);
     let metrics = Metrics::new().map_err(|e| OfflineError::Output(e.to_string()))?;
-    let outcome = Engine::new(metrics).run(&PIPELINE, &mut pass).await;
+    let engine = Engine::new(metrics);
+    // A pass that created a Job waits for it; the next pass sees it completed, so the steps
+    // behind the migrations are rendered too.
+    let mut pass = Pass::new(nova.clone(), cluster.clone());
+    let mut outcome = engine.run(&PIPELINE, &mut pass).await;
+    for _ in 1..RENDER_PASSES {
+        let jobs = cluster.applied_jobs();
+        if !matches!(outcome, Ok(Flow::RequeueAfter(_))) || jobs == 0 {
+            break;
+        }
+        pass = Pass::new(nova.clone(), cluster.clone());
+        outcome = engine.run(&PIPELINE, &mut pass).await;
+        if cluster.applied_jobs() == jobs && matches!(outcome, Ok(Flow::RequeueAfter(_))) {
+            break;
+        }
+    }
     let stopped = match outcome {
         Ok(Flow::Continue) => None,
         Ok(Flow::RequeueAfter(_)) => Some(match pass.verdicts().iter().rev().find(|v| !v.ok) {
@@ -377,27 +436,37 @@ mod tests {
         assert_eq!(names[3].0, "ConfigMap");
         assert!(names[3].1.starts_with("nova-config-"));
         assert_eq!(names[4], ("Secret".into(), "nova-compute-config".into()));
-        let workloads: Vec<(String, String)> = [
-            ("Deployment", "nova-conductor"),
-            ("Deployment", "nova-scheduler"),
-            ("Deployment", "nova-metadata"),
-            ("Service", "nova-metadata"),
-            ("Deployment", "nova-novncproxy"),
-            ("Service", "nova-novncproxy"),
-            ("Deployment", "nova"),
-            ("Service", "nova"),
-            ("PodDisruptionBudget", "nova"),
-            ("HTTPRoute", "nova-console"),
-        ]
-        .into_iter()
-        .map(|(k, n)| (k.to_owned(), n.to_owned()))
-        .collect();
+        let rest: Vec<String> = names[5..]
+            .iter()
+            .map(|(kind, name)| format!("{kind}/{name}"))
+            .collect();
         assert_eq!(
-            names[5..],
-            workloads,
-            "no remote contract without spec.remoteCompute, then the five workloads and the console route"
+            rest,
+            [
+                "Database/nova-api",
+                "User/nova-api",
+                "Grant/nova-api",
+                "Database/nova",
+                "Database/nova-nova-cell0",
+                "User/nova",
+                "Grant/nova",
+                "Grant/nova-nova-cell0",
+                "Job/nova-db-sync",
+                "Deployment/nova-conductor",
+                "Deployment/nova-scheduler",
+                "Deployment/nova-metadata",
+                "Service/nova-metadata",
+                "Deployment/nova-novncproxy",
+                "Service/nova-novncproxy",
+                "Deployment/nova",
+                "Service/nova",
+                "PodDisruptionBudget/nova",
+                "CronJob/nova-db-archive",
+                "HTTPRoute/nova-console"
+            ],
+            "no remote contract without spec.remoteCompute; the MariaDB objects and the db-sync Job, the five workloads, the archive CronJob, the console route"
         );
-        let api = &objects[11]["spec"]["template"];
+        let api = &objects[20]["spec"]["template"];
         assert_eq!(
             api["spec"]["volumes"][0]["configMap"]["name"], objects[3]["metadata"]["name"],
             "the workloads mount the rendered ConfigMap"
@@ -444,7 +513,7 @@ mod tests {
             !yaml.contains("from-dir-planted") && !yaml.contains("cell-planted"),
             "{yaml}"
         );
-        assert_eq!(yaml.matches("---\n").count(), 15);
+        assert_eq!(yaml.matches("---\n").count(), 25);
         let again = render(example(), source()).await.expect("renders");
         assert_eq!(yaml, to_yaml(&again.objects).expect("yaml"), "stable");
         let json: Value =

@@ -178,3 +178,49 @@ fn the_database_scripts_are_pinned() {
         assert_golden(file, &script);
     }
 }
+
+/// The four migration Jobs and the archive CronJob of the example, pod templates included.
+#[test]
+fn the_database_jobs_are_pinned() {
+    use nova_controller::clusters::Owner;
+    use nova_controller::render::db_jobs::{self, DbJob};
+    use nova_controller::render::pod::{Digests, PodInputs};
+    let (name, namespace, spec) = example();
+    let digests = Digests {
+        api_db_connection: "api-digest".into(),
+        db_connection: "cell-digest".into(),
+        authtoken: "authtoken-digest".into(),
+        transport_url: "transport-digest".into(),
+        metadata_secret: "metadata-digest".into(),
+    };
+    let inputs = PodInputs {
+        name: &name,
+        spec: &spec,
+        config_map: "nova-config-0123abcd",
+        digests: &digests,
+        installed_release: Some("2026.1"),
+        broker_port: Some(5672),
+    };
+    let owner = Owner {
+        kind: "Nova".into(),
+        namespace,
+        reference: None,
+        labels: nova_api::labels::common(&name),
+    };
+    let yaml = |child: &nova_controller::clusters::Child| {
+        serde_saphyr::to_string(&child.stamped(&owner).expect("stamps")).expect("yaml")
+    };
+    for which in [DbJob::Sync, DbJob::Expand, DbJob::Migrate, DbJob::Contract] {
+        let (job, key) = db_jobs::job(&inputs, which);
+        assert_eq!(key.len(), 64);
+        assert_golden(&format!("jobs/{}.yaml", which.suffix()), &yaml(&job));
+    }
+    let archive = nova_api::effective::db_archive(Some(&nova_api::v1alpha1::DBArchiveSpec {
+        retention_days: Some(90),
+        ..Default::default()
+    }));
+    assert_golden(
+        "jobs/db-archive.yaml",
+        &yaml(&db_jobs::archive_cron_job(&inputs, &archive)),
+    );
+}

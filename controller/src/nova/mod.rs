@@ -9,6 +9,7 @@ pub mod console_http_route;
 pub mod console_proxy;
 pub mod controller;
 pub mod database;
+pub mod db_archive;
 pub mod db_connection;
 pub mod db_provision;
 pub mod deployment;
@@ -46,20 +47,22 @@ pub type NovaPass = Pass<Nova>;
 /// A Nova step's plan.
 pub type NovaPlan = PlanOf<Nova>;
 
-/// The Nova pipeline, in order. The workload steps run in the order a release upgrade rolls
-/// them; the parallel group behind them has no inter-dependency. The Database and DBArchive
-/// steps join before and after the workloads, each a row here and a file beside this one.
-pub static PIPELINE: [Stage<Nova>; 11] = [
+/// The Nova pipeline, in order. The workload steps run behind the Database step, in the order
+/// a release upgrade rolls them; DBArchive follows them, and the parallel group behind it has no
+/// inter-dependency. Each row names a file beside this one.
+pub static PIPELINE: [Stage<Nova>; 13] = [
     seq("Secrets", C::SecretsReady, secrets::run),
     seq("DBConnectionSecrets", C::SecretsReady, db_connection::run),
     seq("TransportURLSecret", C::SecretsReady, transport_url::run),
     seq("Config", C::SecretsReady, config::run),
     seq("ComputeConfig", C::ComputeConfigReady, compute_config::run),
+    seq("Database", C::DatabaseReady, database::run),
     seq("Conductor", C::ConductorReady, conductor::run),
     seq("Scheduler", C::SchedulerReady, scheduler::run),
     seq("Metadata", C::MetadataReady, metadata::run),
     seq("ConsoleProxy", C::ConsoleProxyReady, console_proxy::run),
     seq("Deployment", C::DeploymentReady, deployment::run),
+    seq("DBArchive", C::DBArchiveReady, db_archive::run),
     parallel(&[
         member("HTTPRoute", C::HTTPRouteReady, http_route::run),
         member(

@@ -44,6 +44,23 @@ pub fn set(
     }
 }
 
+/// Whether a verdict differs from the condition of `type_` the CR carries (or there is none),
+/// so a step publishes its event on a transition only and a steady pass publishes none.
+pub fn is_new(
+    conditions: &[Condition],
+    type_: &str,
+    ok: bool,
+    reason: Reason,
+    message: &str,
+) -> bool {
+    conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .is_none_or(|c| {
+            c.status != status_str(ok) || c.reason != reason.as_str() || c.message != message
+        })
+}
+
 /// Whether the condition of `type_` exists and is True.
 pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
     conditions

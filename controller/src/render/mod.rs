@@ -21,6 +21,7 @@ pub mod autoscaling;
 pub mod children;
 mod compute_contract;
 mod config_map;
+pub mod db_jobs;
 pub mod db_scripts;
 mod error;
 pub mod extra_config;
