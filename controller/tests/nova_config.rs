@@ -14,33 +14,6 @@ use nova_api::v1alpha1::Nova;
 use nova_support::*;
 use serde_json::json;
 
-async fn condition(novas: &Api<Nova>, type_: &str) -> Option<(String, String, String)> {
-    let nova = novas.get("nova").await.expect("nova");
-    let c = nova
-        .status?
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == type_)?;
-    Some((c.status, c.reason, c.message))
-}
-
-async fn wait_for(novas: &Api<Nova>, type_: &str, reason: &str) -> String {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let current = condition(novas, type_).await;
-        if let Some((_, r, message)) = &current
-            && r == reason
-        {
-            return message.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{type_} never became {reason}; last: {current:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 async fn config_maps(api: &Api<ConfigMap>) -> Vec<ConfigMap> {
     let selector = "cobaltcore.c5c3.io/config-base=nova-config";
     api.list(&ListParams::default().labels(selector))

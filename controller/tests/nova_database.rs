@@ -85,34 +85,6 @@ fn held_nova(ns: &str) -> Nova {
     nova
 }
 
-/// The (status, reason, message) of one condition, once it exists.
-async fn condition(novas: &Api<Nova>, type_: &str) -> Option<(String, String, String)> {
-    let nova = novas.get("nova").await.expect("nova");
-    nova.status?
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| (c.status, c.reason, c.message))
-}
-
-/// Waits until condition `type_` carries `reason`; returns its message.
-async fn wait_for(novas: &Api<Nova>, type_: &str, reason: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    loop {
-        let current = condition(novas, type_).await;
-        if let Some((_, r, message)) = &current
-            && r == reason
-        {
-            return message.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{type_} never became {reason}; last: {current:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
 /// Plays the kubelet for every held pod of Job `job`: it ends with `exit_code` and `message`.
 async fn end_held_pods(
     client: &Client,

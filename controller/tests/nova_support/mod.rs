@@ -153,6 +153,35 @@ pub async fn wait_for_reason(novas: &Api<Nova>, name: &str, reason: &str) -> Str
     }
 }
 
+/// The (status, reason, message) of one condition of the Nova `nova`, once it exists.
+pub async fn condition(novas: &Api<Nova>, type_: &str) -> Option<(String, String, String)> {
+    let nova = novas.get("nova").await.expect("nova");
+    let c = nova
+        .status?
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == type_)?;
+    Some((c.status, c.reason, c.message))
+}
+
+/// Waits until condition `type_` of the Nova `nova` carries `reason`; returns its message.
+pub async fn wait_for(novas: &Api<Nova>, type_: &str, reason: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let current = condition(novas, type_).await;
+        if let Some((_, r, message)) = &current
+            && r == reason
+        {
+            return message.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{type_} never became {reason}; last: {current:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 pub async fn data_of(api: &Api<Secret>, name: &str) -> Option<(String, String)> {
     let secret = api.get_opt(name).await.expect("get")?;
     let (key, value) = secret.data?.into_iter().next()?;
