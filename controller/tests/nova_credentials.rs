@@ -76,6 +76,7 @@ async fn credential_steps_wait_in_order_then_derive_quietly() {
     );
 
     create_rabbitmq(&client, &ns).await;
+    provide_database(&client, &ns).await;
     wait_for_reason(&novas, "nova", "SecretsAvailable").await;
 
     // The derived Secrets: exact names, one key each, controlled by the Nova.

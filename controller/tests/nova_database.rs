@@ -1,6 +1,5 @@
 //! The Database and DBArchive steps against a real API server. The MariaDB operator is
-//! simulated (a task that reports every Database, User and Grant Ready, as its operator would
-//! once the schema exists), and the test plays the kubelet for the migration Job's pods: the
+//! simulated (`nova_support::provide_database`), and the test plays the kubelet for the migration Job's pods: the
 //! Job pods are held off the scheduler by a node selector no node carries, then annotated with
 //! the exit code and termination message the kwok stage ends them with, and bound to the kwok
 //! node. Everything else (the Job controller, the CronJob controller, garbage collection) is
@@ -27,50 +26,6 @@ const HOLD: (&str, &str) = ("test.nova.c5c3.io/held", "true");
 
 /// A report as the db-sync script writes it, with stray output the parser must drop.
 const REPORT: &str = "WARNING: stray line\ncell0=00000000-0000-0000-0000-000000000000\ncell1=2f1e6f3c-7a0b-4d4c-9a51-0c3a1d5f0e11\n";
-
-/// Reports every MariaDB Database, User and Grant of `ns` Ready, as the MariaDB operator
-/// would once it created the schema, user or grant (simulated).
-fn simulate_mariadb_operator(client: Client, ns: String) {
-    tokio::spawn(async move {
-        loop {
-            for kind in kinds::mariadb_children() {
-                let api = Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &kind);
-                let Ok(list) = api.list(&ListParams::default()).await else {
-                    continue;
-                };
-                for object in list.items {
-                    if kinds::is_ready(&object) {
-                        continue;
-                    }
-                    let status = json!({"status": {"conditions": [{"type": "Ready", "status": "True",
-                        "reason": "Created", "message": "simulated mariadb-operator: created",
-                        "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
-                    let _ = api
-                        .patch_status(
-                            &object.name_any(),
-                            &PatchParams::default(),
-                            &Patch::Merge(status),
-                        )
-                        .await;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-    });
-}
-
-/// A Ready MariaDB cluster `openstack-mariadb`, as its operator would report it.
-async fn create_mariadb_cluster(client: &Client, ns: &str) {
-    let clusters = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &kinds::mariadb());
-    create_with_status(
-        &clusters,
-        json!({"apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "MariaDB",
-               "metadata": {"name": "openstack-mariadb"}, "spec": {}}),
-        json!({"conditions": [{"type": "Ready", "status": "True", "reason": "Running",
-               "message": "simulated", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
-    )
-    .await;
-}
 
 /// The example Nova whose Job pods wait for the test.
 fn held_nova(ns: &str) -> Nova {
@@ -166,15 +121,13 @@ fn assert_no_planted(what: &str, text: &str) {
     }
 }
 
-/// A namespace with every input, the simulated MariaDB operator and a running controller,
-/// and the held Nova created in it.
+/// A namespace with every input (the simulated MariaDB operator among them) and a running
+/// controller, and the held Nova created in it.
 async fn setup(prefix: &str) -> (Client, String, Api<Nova>) {
     let cp = nova_test_harness::shared().await.expect("control plane");
     let client = cp.client().expect("client");
     let ns = cp.namespace(prefix).await.expect("namespace");
     provide_inputs(&client, &ns).await;
-    create_mariadb_cluster(&client, &ns).await;
-    simulate_mariadb_operator(client.clone(), ns.clone());
     start_controller(client.clone(), &ns).await;
     let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
     novas

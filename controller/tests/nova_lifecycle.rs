@@ -1,7 +1,7 @@
 //! The Nova lifecycle against a real API server: the target-cluster gate that creates nothing
-//! and acquires no finalizer, and the finalizer that holds a deleted Nova while a MariaDB object
-//! of its schemas is live. (Kept apart from the credential suite, whose steady-state write count
-//! must see no other test's writes.)
+//! and acquires no finalizer, and the finalizer that holds a deleted Nova one more pass while a
+//! MariaDB object of its schemas is live. (Kept apart from the credential suite, whose
+//! steady-state write count must see no other test's writes.)
 
 mod nova_support;
 
@@ -72,22 +72,33 @@ async fn deletion_holds_the_finalizer_while_a_database_object_is_live() {
         .expect("create Nova");
     wait_for_reason(&novas, "nova", "SecretsAvailable").await;
 
-    // A live Database of the cell0 schema, held by a finalizer of its own operator.
+    // The cell0 Database the step provisioned, held by a finalizer of its own operator.
     let databases = Api::<DynamicObject>::namespaced_with(
         client.clone(),
         &ns,
         &nova_controller::clusters::kinds::mariadb_children()[0],
     );
-    let database: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "Database",
-        "metadata": {"name": "nova-nova-cell0", "finalizers": ["test.nova/held"]},
-        "spec": {"mariaDbRef": {"name": "openstack-mariadb"}, "name": "nova_cell0"}
-    }))
-    .expect("database");
-    databases
-        .create(&PostParams::default(), &database)
+    let deadline = Instant::now() + TIMEOUT;
+    while databases
+        .get_opt("nova-nova-cell0")
         .await
-        .expect("create Database");
+        .expect("get")
+        .is_none()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the cell0 Database was never provisioned"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    databases
+        .patch(
+            "nova-nova-cell0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": ["test.nova/held"]}})),
+        )
+        .await
+        .expect("hold Database");
 
     novas
         .delete("nova", &DeleteParams::default())
@@ -118,20 +129,9 @@ async fn deletion_holds_the_finalizer_while_a_database_object_is_live() {
         held.metadata.deletion_timestamp.is_some(),
         "the operator asked for the Database's deletion"
     );
-    assert!(
-        novas.get_opt("nova").await.expect("get").is_some(),
-        "the Nova waits for its database objects"
-    );
-
-    // Once its operator lets go, the next pass releases the Nova.
-    databases
-        .patch(
-            "nova-nova-cell0",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .expect("release Database");
+    // The pass after the one that found it live releases the Nova: the flow never waits for
+    // the MariaDB operator to finish dropping (its pods would keep connections until the
+    // owner's cascade deletes them), so the held Database is still terminating.
     let deadline = Instant::now() + Duration::from_secs(90);
     while novas.get_opt("nova").await.expect("get").is_some() {
         assert!(
@@ -140,4 +140,20 @@ async fn deletion_holds_the_finalizer_while_a_database_object_is_live() {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    assert!(
+        databases
+            .get_opt("nova-nova-cell0")
+            .await
+            .expect("get")
+            .is_some(),
+        "released while the Database still terminates"
+    );
+    databases
+        .patch(
+            "nova-nova-cell0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("release Database");
 }

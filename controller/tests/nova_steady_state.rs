@@ -104,6 +104,7 @@ async fn waiting_and_converged_passes_issue_no_write_and_no_read() {
     // Every input but the RabbitmqCluster's default-user Secret.
     provide_credentials(&client, &ns).await;
     create_rabbitmq_cluster(&client, &ns).await;
+    provide_database(&client, &ns).await;
 
     let metrics = start_controller(client.clone(), &ns).await;
     let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);

@@ -5,8 +5,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::WatchStreamExt;
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
 use nova_controller::clusters::{LocalCluster, Registry, kinds as external};
@@ -355,22 +357,66 @@ pub async fn provide_credentials(client: &Client, ns: &str) {
     .await;
 }
 
-/// Creates every input the credential steps read: the credentials and a RabbitmqCluster with
-/// its default-user Secret.
+/// Creates every input the pipeline reads: the credentials, a RabbitmqCluster with its
+/// default-user Secret, and a Ready MariaDB cluster with the simulated MariaDB operator.
 pub async fn provide_inputs(client: &Client, ns: &str) {
     provide_credentials(client, ns).await;
     create_rabbitmq(client, ns).await;
+    provide_database(client, ns).await;
+}
+
+/// A Ready MariaDB cluster `openstack-mariadb`, and the simulated MariaDB operator: every
+/// Database, User and Grant of `ns` is reported Ready, as its operator would once the schema,
+/// user or grant exists. It follows the three kinds with watches (never a LIST after the
+/// first), so the steady-state counters see nothing of it once everything is Ready.
+pub async fn provide_database(client: &Client, ns: &str) {
+    let clusters = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &external::mariadb());
+    create_with_status(
+        &clusters,
+        json!({"apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "MariaDB",
+               "metadata": {"name": "openstack-mariadb"}, "spec": {}}),
+        json!({"conditions": [{"type": "Ready", "status": "True", "reason": "Running",
+               "message": "simulated mariadb-operator", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
+    )
+    .await;
+    for kind in external::mariadb_children() {
+        let api = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &kind);
+        tokio::spawn(async move {
+            let objects = kube::runtime::watcher(api.clone(), Default::default())
+                .default_backoff()
+                .applied_objects();
+            futures::pin_mut!(objects);
+            while let Some(object) = objects.next().await {
+                let Ok(object) = object else { continue };
+                if external::is_ready(&object) {
+                    continue;
+                }
+                let status = json!({"status": {"conditions": [{"type": "Ready", "status": "True",
+                    "reason": "Created", "message": "simulated mariadb-operator: created",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+                let _ = api
+                    .patch_status(
+                        &object.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(status),
+                    )
+                    .await;
+            }
+        });
+    }
 }
 
 /// The conditions of the pipeline so far, all True once a Nova converged.
-pub const CONVERGED: [&str; 14] = [
+pub const CONVERGED: [&str; 16] = [
     "SecretsReady",
     "ComputeConfigReady",
+    "DatabaseReady",
     "ConductorReady",
     "SchedulerReady",
     "MetadataReady",
     "ConsoleProxyReady",
     "DeploymentReady",
+    "DBArchiveReady",
     "HTTPRouteReady",
     "MetadataHTTPRouteReady",
     "ConsoleHTTPRouteReady",
