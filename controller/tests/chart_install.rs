@@ -106,18 +106,21 @@ async fn component_logs(client: &Client, ns: &str, component: &str) -> String {
     text
 }
 
-/// The sample Nova with its five workloads placed on the kwok node: this test is about the
-/// operator's pods, so nova's own pods are faked (ready at once) rather than run without a
-/// database; `real_openstack.rs` runs nova for real.
+/// The sample Nova with its five workloads and its Jobs placed on the kwok node: this test is
+/// about the operator's pods, so nova's own pods are faked (ready or complete at once) rather
+/// than run without a database; `real_openstack.rs` runs nova for real.
 fn sample_on_kwok(ns: &str) -> Nova {
     let mut nova = serde_json::to_value(example(ns)).expect("json");
+    let on_kwok = serde_json::json!({
+        "nodeSelector": {"kubernetes.io/hostname": "kwok-node-0"},
+        "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
+    });
     for block in ["api", "conductor", "scheduler", "metadata", "consoleProxy"] {
-        nova["spec"][block]["deployment"] = serde_json::json!({
-            "replicas": 1,
-            "nodeSelector": {"kubernetes.io/hostname": "kwok-node-0"},
-            "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
-        });
+        let mut deployment = on_kwok.clone();
+        deployment["replicas"] = 1.into();
+        nova["spec"][block]["deployment"] = deployment;
     }
+    nova["spec"]["jobs"] = on_kwok;
     serde_json::from_value(nova).expect("Nova")
 }
 
