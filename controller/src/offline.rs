@@ -126,7 +126,8 @@ impl SecretSource {
 
 /// The cluster `render` plays: Secrets from `--secrets-dir` (placeholders otherwise), the other
 /// operators' objects a step reads existing and Ready (a RabbitmqCluster with its default-user
-/// Secret, which then reads as placeholders), nothing else; applies are recorded, not sent.
+/// Secret, which then reads as placeholders, an HTTPRoute accepted by its Gateway), nothing
+/// else; applies are recorded, not sent.
 pub(crate) struct FileCluster {
     secrets: SecretSource,
     applied: Mutex<Vec<Child>>,
@@ -183,7 +184,9 @@ impl FileCluster {
     /// Another operator's object as a healthy one would look, for the kinds a step reads.
     fn played(kind: &ApiResource, namespace: Option<&str>, name: &str) -> Option<DynamicObject> {
         let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
-        let status = if *kind == kinds::rabbitmq_cluster() {
+        let status = if *kind == kinds::http_route() {
+            json!({"parents": [{"conditions": [{"type": "Accepted", "status": "True"}]}]})
+        } else if *kind == kinds::rabbitmq_cluster() {
             json!({"defaultUser": {"secretReference": {"name": format!("{name}-default-user")}}})
         } else if [
             kinds::secret_store(),
@@ -420,14 +423,7 @@ mod tests {
         let rendered = render(example(), SecretSource::default())
             .await
             .expect("renders");
-        // One pass: no Gateway accepted the console route yet and status.endpoint is not
-        // stored yet, so the parallel group asks for another pass.
-        assert_eq!(
-            rendered.stopped.as_deref(),
-            Some(
-                "the pipeline waits: NovaAPIReady=False EndpointNotReady: endpoint not yet configured"
-            ),
-        );
+        assert_eq!(rendered.stopped, None);
         let objects = rendered.objects;
         let names = kinds_and_names(&objects);
         assert_eq!(names[0], ("Secret".into(), "nova-api-db-connection".into()));

@@ -106,6 +106,13 @@ pub fn plan(nova: &Nova, observed: &Observed, resolved: &Resolved) -> NovaPlan {
         &name, &nova.spec,
     )))
     .set(StatusUpdate::Endpoint(Some(endpoint(nova))));
+    let plan = NovaPlan {
+        resolved: Resolved {
+            endpoint: Some(endpoint(nova)),
+            ..Resolved::default()
+        },
+        ..plan
+    };
     if !workload::rolling_update(nova) || plan.flow != crate::pipeline::Flow::Continue {
         return plan;
     }

@@ -2,7 +2,8 @@
 //! cluster-local root document, `/`, the version document nova answers without a token (the
 //! compute API ships no /healthcheck route). A passing probe is reused for 30 seconds through
 //! a per-process cache, so a steady Nova is probed at most twice a minute; a failed one is
-//! evicted and retried after 10 seconds.
+//! evicted and retried after 10 seconds. The endpoint gate reads the `status.endpoint` the
+//! Deployment step sets in this pass, or the stored one.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, PoisonError};
@@ -68,10 +69,12 @@ pub fn run(pass: &NovaPass) -> StepFuture<'_, Nova> {
 async fn observe(pass: &NovaPass) -> Result<Observed, StepError> {
     let nova = &pass.cr;
     let status = nova.status.as_ref();
-    if status
-        .and_then(|s| s.endpoint.as_deref())
-        .is_none_or(str::is_empty)
-    {
+    let endpoint = pass
+        .resolved
+        .endpoint
+        .as_deref()
+        .or(status.and_then(|s| s.endpoint.as_deref()));
+    if endpoint.is_none_or(str::is_empty) {
         return Ok(Observed::NoEndpoint);
     }
     let (name, ns) = (nova.name_any(), pass.owner.namespace.clone());

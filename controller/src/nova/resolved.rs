@@ -29,6 +29,9 @@ pub struct Resolved {
     /// The release whose schema is installed, as of this pass (the Database step promotes it
     /// before the workloads stamp it), so a promotion rolls the pods in the same pass.
     pub installed_release: Option<String>,
+    /// The `status.endpoint` this pass sets, so the health check probes without waiting for
+    /// the status write.
+    pub endpoint: Option<String>,
 }
 
 fn later<T>(into: &mut Option<T>, value: Option<T>) {
@@ -55,6 +58,7 @@ impl Merge for Resolved {
         later(&mut self.broker_port, later_plan.broker_port);
         later(&mut self.config_map, later_plan.config_map);
         later(&mut self.installed_release, later_plan.installed_release);
+        later(&mut self.endpoint, later_plan.endpoint);
         let (d, l) = (&mut self.digests, later_plan.digests);
         later_digest(&mut d.api_db_connection, l.api_db_connection);
         later_digest(&mut d.db_connection, l.db_connection);

@@ -36,8 +36,10 @@ pub struct RouteStep {
 pub struct Observed {
     /// Whether the cluster serves HTTPRoute.
     pub served: bool,
-    /// The live route this Nova controls: whether a parent accepted it.
-    pub route: Option<bool>,
+    /// Whether a live route of the name exists under this Nova's control (what may be deleted).
+    pub controlled: bool,
+    /// Whether the live route's status reports a parent's acceptance.
+    pub accepted: bool,
 }
 
 async fn observe(pass: &NovaPass, step: RouteStep) -> Result<Observed, StepError> {
@@ -46,20 +48,22 @@ async fn observe(pass: &NovaPass, step: RouteStep) -> Result<Observed, StepError
         return Ok(Observed::default());
     }
     let name = (step.route)(&pass.cr.name_any());
-    let live = pass
+    let Some(live) = pass
         .cluster
         .get(&kind, Some(&pass.owner.namespace), &name)
         .await?
-        .filter(|r| pass.owner.controls(&r.metadata));
-    let route = match live {
-        Some(r) => Some(accepted(&serde_json::to_value(&*r).map_err(|e| {
-            StepError::Refused(format!("HTTPRoute {name} is unreadable: {e}"))
-        })?)),
-        None => None,
+    else {
+        return Ok(Observed {
+            served: true,
+            ..Observed::default()
+        });
     };
+    let body = serde_json::to_value(&*live)
+        .map_err(|e| StepError::Refused(format!("HTTPRoute {name} is unreadable: {e}")))?;
     Ok(Observed {
         served: true,
-        route,
+        controlled: pass.owner.controls(&live.metadata),
+        accepted: accepted(&body),
     })
 }
 
@@ -101,7 +105,7 @@ pub fn plan(step: RouteStep, nova: &Nova, observed: &Observed, _: &Resolved) -> 
     let name = nova.name_any();
     let route = (step.route)(&name);
     let Some(gateway) = block else {
-        let plan = if observed.route.is_some() {
+        let plan = if observed.controlled {
             Plan::proceed().remove(kinds::http_route(), route)
         } else {
             Plan::proceed()
@@ -114,7 +118,7 @@ pub fn plan(step: RouteStep, nova: &Nova, observed: &Observed, _: &Resolved) -> 
         &(step.service)(&name),
         step.port,
     ));
-    if observed.route == Some(true) {
+    if observed.accepted {
         plan.ready(
             step.condition,
             Reason::HTTPRouteAccepted,
@@ -143,7 +147,8 @@ mod tests {
     fn served(route: Option<bool>) -> Observed {
         Observed {
             served: true,
-            route,
+            controlled: route.is_some(),
+            accepted: route == Some(true),
         }
     }
 
