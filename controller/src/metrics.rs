@@ -1,7 +1,28 @@
 //! The controller's Prometheus metrics, names and labels exactly as the spec gives them
 //! (`common-types.md` §3.4). Labels never carry object names of unbounded cardinality.
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{
+    HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
+
+/// Which per-CR collector pair a terminal Job is counted in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobFamily {
+    /// The db-sync Job and the expand, migrate and contract Jobs.
+    DbSync,
+    /// The archive CronJob's Jobs.
+    DbArchive,
+}
+
+impl JobFamily {
+    /// The Warning event's reason when a terminal Job's count is deferred.
+    pub fn deferred_reason(self) -> &'static str {
+        match self {
+            JobFamily::DbSync => "DBSyncMetricEmissionDeferred",
+            JobFamily::DbArchive => "DBArchiveMetricEmissionDeferred",
+        }
+    }
+}
 
 /// Every metric the controller exports, registered once at startup.
 #[derive(Clone)]
@@ -14,6 +35,71 @@ pub struct Metrics {
     pub reconcile_errors: IntCounterVec,
     /// `nova_operator_leader`: 1 while this replica holds the lease.
     pub leader: IntGauge,
+    /// `nova_operator_db_sync_total` / `_duration_seconds`: the schema migrations and the
+    /// three upgrade phases.
+    pub db_sync: JobMetrics,
+    /// `nova_operator_db_archive_total` / `_duration_seconds`: the recurring archive.
+    pub db_archive: JobMetrics,
+    /// `nova_operator_nova_ready{nova,namespace}`: 1 while the Nova's Ready condition is True,
+    /// as its last pass computed it (what "a Nova not Ready for 15 minutes" alerts on).
+    pub nova_ready: IntGaugeVec,
+}
+
+/// The per-CR collector pair of one kind of Job: a counter of terminal results and a histogram
+/// of run durations, labelled by the owning Nova and its namespace.
+#[derive(Clone)]
+pub struct JobMetrics {
+    /// `<prefix>_total{nova,namespace,result}`, result `succeeded` or `failed`.
+    pub total: IntCounterVec,
+    /// `<prefix>_duration_seconds{nova,namespace}`.
+    pub duration: HistogramVec,
+}
+
+/// The terminal results a Job counter carries.
+const RESULTS: [&str; 2] = ["succeeded", "failed"];
+
+impl JobMetrics {
+    fn new(registry: &Registry, prefix: &str, what: &str) -> Result<Self, prometheus::Error> {
+        let total = IntCounterVec::new(
+            Opts::new(
+                format!("{prefix}_total"),
+                format!("Terminal {what} Jobs of a Nova, by result."),
+            ),
+            &["nova", "namespace", "result"],
+        )?;
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                format!("{prefix}_duration_seconds"),
+                format!(
+                    "Duration of a terminal {what} Job of a Nova (its terminal condition's transition time minus its creation time)."
+                ),
+            )
+            .buckets(vec![1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0]),
+            &["nova", "namespace"],
+        )?;
+        registry.register(Box::new(total.clone()))?;
+        registry.register(Box::new(duration.clone()))?;
+        Ok(Self { total, duration })
+    }
+
+    /// Records one terminal Job of the Nova `namespace/nova`.
+    pub fn record(&self, namespace: &str, nova: &str, succeeded: bool, seconds: f64) {
+        let result = RESULTS[usize::from(!succeeded)];
+        self.total
+            .with_label_values(&[nova, namespace, result])
+            .inc();
+        self.duration
+            .with_label_values(&[nova, namespace])
+            .observe(seconds.max(0.0));
+    }
+
+    /// Drops every series of the Nova `namespace/nova` (it was deleted).
+    pub fn forget(&self, namespace: &str, nova: &str) {
+        for result in RESULTS {
+            let _ = self.total.remove_label_values(&[nova, namespace, result]);
+        }
+        let _ = self.duration.remove_label_values(&[nova, namespace]);
+    }
 }
 
 impl Metrics {
@@ -42,12 +128,44 @@ impl Metrics {
         registry.register(Box::new(reconcile_duration.clone()))?;
         registry.register(Box::new(reconcile_errors.clone()))?;
         registry.register(Box::new(leader.clone()))?;
+        let db_sync = JobMetrics::new(
+            &registry,
+            "nova_operator_db_sync",
+            "db-sync or upgrade-phase",
+        )?;
+        let db_archive = JobMetrics::new(&registry, "nova_operator_db_archive", "db-archive")?;
+        let nova_ready = IntGaugeVec::new(
+            Opts::new(
+                "nova_operator_nova_ready",
+                "1 while the Nova's Ready condition is True, 0 otherwise, as its last reconcile computed it.",
+            ),
+            &["nova", "namespace"],
+        )?;
+        registry.register(Box::new(nova_ready.clone()))?;
         Ok(Self {
             registry,
             reconcile_duration,
             reconcile_errors,
             leader,
+            db_sync,
+            db_archive,
+            nova_ready,
         })
+    }
+
+    /// The collector pair of a Job family.
+    pub fn jobs(&self, family: JobFamily) -> &JobMetrics {
+        match family {
+            JobFamily::DbSync => &self.db_sync,
+            JobFamily::DbArchive => &self.db_archive,
+        }
+    }
+
+    /// Drops every per-CR series of a deleted Nova.
+    pub fn forget_nova(&self, namespace: &str, nova: &str) {
+        self.db_sync.forget(namespace, nova);
+        self.db_archive.forget(namespace, nova);
+        let _ = self.nova_ready.remove_label_values(&[nova, namespace]);
     }
 
     /// The text exposition of every registered metric.
@@ -56,5 +174,53 @@ impl Metrics {
         prometheus::TextEncoder::new()
             .encode_to_string(&families)
             .unwrap_or_else(|e| format!("# encoding metrics failed: {e}\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(metrics: &Metrics, name: &str) -> Vec<String> {
+        metrics
+            .render()
+            .lines()
+            .filter(|l| l.starts_with(name))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    #[test]
+    fn a_terminal_job_counts_its_result_and_duration_until_its_nova_is_forgotten() {
+        let metrics = Metrics::new().expect("registers once");
+        metrics.db_sync.record("openstack", "nova", true, 42.0);
+        metrics.db_sync.record("openstack", "nova", false, -3.0);
+        metrics.db_archive.record("openstack", "nova", true, 7.0);
+        metrics.db_sync.record("other", "nova", true, 1.0);
+        metrics
+            .nova_ready
+            .with_label_values(&["nova", "openstack"])
+            .set(1);
+        let total = series(&metrics, "nova_operator_db_sync_total");
+        assert!(total.contains(&r#"nova_operator_db_sync_total{namespace="openstack",nova="nova",result="succeeded"} 1"#.to_owned()), "{total:?}");
+        assert!(total.contains(&r#"nova_operator_db_sync_total{namespace="openstack",nova="nova",result="failed"} 1"#.to_owned()), "{total:?}");
+        let sum = series(&metrics, "nova_operator_db_sync_duration_seconds_sum");
+        assert!(sum.contains(&r#"nova_operator_db_sync_duration_seconds_sum{namespace="openstack",nova="nova"} 42"#.to_owned()), "a negative duration is clamped at 0: {sum:?}");
+        assert!(metrics.render().contains(r#"nova_operator_db_archive_duration_seconds_bucket{namespace="openstack",nova="nova",le="10"} 1"#));
+
+        assert!(
+            metrics
+                .render()
+                .contains(r#"nova_operator_nova_ready{namespace="openstack",nova="nova"} 1"#)
+        );
+        metrics.forget_nova("openstack", "nova");
+        let left = metrics.render();
+        assert!(!left.contains(r#"namespace="openstack""#), "{left}");
+        assert!(
+            left.contains(
+                r#"nova_operator_db_sync_total{namespace="other",nova="nova",result="succeeded"} 1"#
+            ),
+            "another namespace's Nova keeps its series"
+        );
     }
 }

@@ -601,6 +601,9 @@ fn exported_series() -> BTreeSet<String> {
         .reconcile_errors
         .with_label_values(&["x", "y"])
         .inc();
+    controller.db_sync.record("ns", "x", true, 1.0);
+    controller.db_archive.record("ns", "x", false, 1.0);
+    controller.nova_ready.with_label_values(&["x", "ns"]).set(1);
     let webhook = nova_webhook::metrics::Metrics::new().expect("metrics");
     webhook.observe("x", "CREATE", "allowed", 0.0);
     let text = controller.render() + &webhook.render();
@@ -648,6 +651,35 @@ fn the_dashboard_and_the_alerts_use_only_exported_metrics() {
         for rule in group["rules"].as_array().expect("rules") {
             exprs.push(rule["expr"].as_str().expect("expr").to_owned());
         }
+    }
+    // What an SRE pages on and looks at is there: a Nova not Ready, failed db-sync and
+    // archive runs, and the panels for each.
+    let alert_names: BTreeSet<&str> = alerts["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|g| g["rules"].as_array().into_iter().flatten())
+        .filter_map(|r| r["alert"].as_str())
+        .collect();
+    for alert in [
+        "NovaNotReady",
+        "NovaDBSyncFailed",
+        "NovaDBArchiveFailed",
+        "NovaOperatorNoLeader",
+    ] {
+        assert!(alert_names.contains(alert), "{alert}: {alert_names:?}");
+    }
+    for metric in [
+        "nova_operator_nova_ready",
+        "nova_operator_db_sync_total",
+        "nova_operator_db_sync_duration_seconds_bucket",
+        "nova_operator_db_archive_total",
+        "nova_operator_db_archive_duration_seconds_bucket",
+    ] {
+        assert!(
+            exprs.iter().any(|e| metric_names(e).contains(metric)),
+            "no panel or alert reads {metric}"
+        );
     }
     for expr in &exprs {
         let names = metric_names(expr);

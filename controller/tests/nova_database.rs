@@ -16,6 +16,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::{JobSpec, NodePlacementSpec, Nova};
 use nova_controller::clusters::kinds;
+use nova_controller::metrics::{JobMetrics, Metrics};
 use nova_support::*;
 use nova_test_harness::kwok;
 use serde_json::json;
@@ -124,17 +125,50 @@ fn assert_no_planted(what: &str, text: &str) {
 /// A namespace with every input (the simulated MariaDB operator among them) and a running
 /// controller, and the held Nova created in it.
 async fn setup(prefix: &str) -> (Client, String, Api<Nova>) {
+    let (client, ns, novas, _) = setup_measured(prefix).await;
+    (client, ns, novas)
+}
+
+/// [`setup`], with the controller's metrics.
+async fn setup_measured(prefix: &str) -> (Client, String, Api<Nova>, Metrics) {
     let cp = nova_test_harness::shared().await.expect("control plane");
     let client = cp.client().expect("client");
     let ns = cp.namespace(prefix).await.expect("namespace");
     provide_inputs(&client, &ns).await;
-    start_controller(client.clone(), &ns).await;
+    let metrics = start_controller(client.clone(), &ns).await;
     let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
     novas
         .create(&PostParams::default(), &held_nova(&ns))
         .await
         .expect("create Nova");
-    (client, ns, novas)
+    (client, ns, novas, metrics)
+}
+
+/// The per-CR Job counters of the Nova `nova` in `ns`: (succeeded, failed).
+fn counted(jobs: &JobMetrics, ns: &str) -> (u64, u64) {
+    let total = |result| jobs.total.with_label_values(&["nova", ns, result]).get();
+    (total("succeeded"), total("failed"))
+}
+
+/// Waits until the counters read `expected` (a stamp that lost a race with another write of
+/// the Nova is retried on the next pass), then checks they stay there over more passes.
+async fn assert_counted(jobs: &JobMetrics, novas: &Api<Nova>, ns: &str, expected: (u64, u64)) {
+    let deadline = Instant::now() + TIMEOUT;
+    while counted(jobs, ns) != expected {
+        assert!(
+            Instant::now() < deadline,
+            "counted {:?}, expected {expected:?}",
+            counted(jobs, ns)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    poke(novas, 100 + 10 * expected.0 as u32 + expected.1 as u32).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        counted(jobs, ns),
+        expected,
+        "a terminal Job is counted once"
+    );
 }
 
 /// Runs the fresh install to DatabaseReady=True.
@@ -366,8 +400,22 @@ async fn archive_run(client: &Client, ns: &str, cron: &CronJob, name: &str, exit
 
 #[tokio::test(flavor = "multi_thread")]
 async fn archive_runs_fail_recover_and_a_suspension_outranks_a_failure_then_deletion_releases() {
-    let (client, ns, novas) = setup("nova-db-archive").await;
+    let (client, ns, novas, metrics) = setup_measured("nova-db-archive").await;
     install(&client, &ns, &novas).await;
+    // The db-sync Job is counted once, its UID stamped on the Nova, however often it is seen.
+    assert_counted(&metrics.db_sync, &novas, &ns, (1, 0)).await;
+    let sync_uid = Api::<Job>::namespaced(client.clone(), &ns)
+        .get("nova-db-sync")
+        .await
+        .expect("db-sync Job")
+        .uid();
+    let stamped = novas.get("nova").await.expect("nova");
+    assert_eq!(
+        stamped
+            .annotations()
+            .get("cobaltcore.c5c3.io/last-db-sync-job-uid"),
+        sync_uid.as_ref()
+    );
     wait_for(&novas, "DBArchiveReady", "DBArchiveScheduled").await;
     let cron_jobs: Api<CronJob> = Api::namespaced(client.clone(), &ns);
     let cron = cron_jobs.get("nova-db-archive").await.expect("CronJob");
@@ -378,6 +426,7 @@ async fn archive_runs_fail_recover_and_a_suspension_outranks_a_failure_then_dele
         wait_for(&novas, "DBArchiveReady", "DBArchiveJobFailed").await,
         "DB archive Job nova-db-archive-1 failed"
     );
+    assert_counted(&metrics.db_archive, &novas, &ns, (0, 1)).await;
     assert!(
         event_reasons(&client, &ns)
             .await
@@ -389,6 +438,15 @@ async fn archive_runs_fail_recover_and_a_suspension_outranks_a_failure_then_dele
     archive_run(&client, &ns, &cron, "nova-db-archive-2", 0).await;
     poke(&novas, 2).await;
     wait_for(&novas, "DBArchiveReady", "DBArchiveScheduled").await;
+    assert_counted(&metrics.db_archive, &novas, &ns, (1, 1)).await;
+    assert_eq!(
+        metrics
+            .db_archive
+            .duration
+            .with_label_values(&["nova", &ns])
+            .get_sample_count(),
+        2
+    );
 
     tokio::time::sleep(Duration::from_secs(1)).await;
     archive_run(&client, &ns, &cron, "nova-db-archive-3", 1).await;
@@ -413,6 +471,7 @@ async fn archive_runs_fail_recover_and_a_suspension_outranks_a_failure_then_dele
     );
     let cron = cron_jobs.get("nova-db-archive").await.expect("CronJob");
     assert_eq!(cron.spec.suspend, Some(true));
+    assert_counted(&metrics.db_archive, &novas, &ns, (1, 2)).await;
 
     // Deletion: the MariaDB objects of both schemas go, the finalizer is held exactly one
     // more pass while they were live, and the user's credential Secrets stay.
@@ -428,6 +487,11 @@ async fn archive_runs_fail_recover_and_a_suspension_outranks_a_failure_then_dele
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    let exported = metrics.render();
+    assert!(
+        !exported.contains(&format!("namespace=\"{ns}\"")),
+        "the deleted Nova's series are dropped: {exported}"
+    );
     let reasons = event_reasons(&client, &ns).await;
     let count = |reason: &str| reasons.iter().filter(|r| *r == reason).count();
     assert_eq!(

@@ -18,6 +18,7 @@ use super::release::{self, Active, PhaseFlow, Rejection};
 use super::resolved::{Resolved, StatusUpdate};
 use super::{NovaPass, NovaPlan};
 use crate::clusters::{ClusterExt, JobReport, kinds};
+use crate::metrics::JobFamily;
 use crate::pipeline::conditions::is_new;
 use crate::pipeline::{
     Plan, REQUEUE_DATABASE_WAIT, REQUEUE_NEXT_PASS, REQUEUE_UPGRADE_WAIT, StepError, StepFuture,
@@ -239,6 +240,11 @@ impl Tracking<'_> {
             &self.namespace,
             &name,
         );
+        let observed = self.observed.jobs.get(which.suffix());
+        let plan = match observed.and_then(|job| job.record(JobFamily::DbSync, which.suffix())) {
+            Some(record) => plan.count(record),
+            None => plan,
+        };
         let plan = match run {
             Run::Create => plan.apply(child),
             Run::Recreate => plan.remove(child.kind.clone(), name),
@@ -264,9 +270,7 @@ impl Tracking<'_> {
                 .failing(StepError::Refused(error))
             }
             Run::Done => {
-                let plan = self.cells(plan).set(StatusUpdate::InstalledRelease(
-                    self.nova.spec.open_stack_release.clone(),
-                ));
+                let plan = promote(self.cells(plan), &self.nova.spec.open_stack_release);
                 verdict(
                     self.nova,
                     plan,
@@ -351,8 +355,7 @@ impl Tracking<'_> {
         let step = release::phase(phase, &run, &job, from, to);
         let plan = match step.next_phase {
             Some(Some(next)) => plan.set(StatusUpdate::UpgradePhase(Some(next))),
-            Some(None) => plan
-                .set(StatusUpdate::InstalledRelease(to.to_owned()))
+            Some(None) => promote(plan, to)
                 .set(StatusUpdate::TargetRelease(None))
                 .set(StatusUpdate::UpgradePhase(None)),
             None => plan,
@@ -366,6 +369,17 @@ impl Tracking<'_> {
             PhaseFlow::Fail => plan.failing(StepError::Refused(step.message)),
         }
     }
+}
+
+/// Promotes `release` to `status.installedRelease`, and resolves it for the workload steps of
+/// this pass, which stamp it on their pods: read from the stored status instead, a fresh
+/// install would roll the four non-API roles once more on the next pass.
+fn promote(plan: NovaPlan, release: &str) -> NovaPlan {
+    plan.set(StatusUpdate::InstalledRelease(release.to_owned()))
+        .resolve(Resolved {
+            installed_release: Some(release.to_owned()),
+            ..Default::default()
+        })
 }
 
 fn kinds_job() -> kube::core::ApiResource {
@@ -442,6 +456,7 @@ mod tests {
                 uid: format!("{}-uid", which.suffix()),
                 key: Some(if same_key { key } else { "old".into() }),
                 terminal,
+                seconds: 30,
             },
         );
         observed
@@ -558,6 +573,22 @@ mod tests {
         assert_eq!(events(&synced), ["DatabaseSynced"]);
         assert_eq!(synced.flow, Flow::Continue);
         assert_eq!(
+            synced.resolved.installed_release.as_deref(),
+            Some("2026.1"),
+            "the workloads of this pass stamp the promoted release"
+        );
+        assert_eq!(
+            synced.records,
+            [crate::pipeline::JobRecord {
+                family: JobFamily::DbSync,
+                suffix: "db-sync",
+                uid: "db-sync-uid".into(),
+                succeeded: true,
+                seconds: 30.0,
+            }]
+        );
+        assert!(running.records.is_empty(), "a running Job is not counted");
+        assert_eq!(
             synced.status,
             [
                 StatusUpdate::Cells(vec![
@@ -625,6 +656,14 @@ mod tests {
         );
         assert_eq!(events(&failed), ["DBSyncFailed"]);
         assert!(failed.events[0].warning);
+        assert_eq!(
+            failed
+                .records
+                .iter()
+                .map(|r| (r.suffix, r.succeeded))
+                .collect::<Vec<_>>(),
+            [("db-sync", false)]
+        );
         assert!(failed.error.is_some());
         for terminal in [Terminal::Failed, Terminal::Complete] {
             let stale = plan(
@@ -746,6 +785,7 @@ mod tests {
                 StatusUpdate::UpgradePhase(None)
             ]
         );
+        assert_eq!(done.resolved.installed_release.as_deref(), Some("2026.2"));
         assert_eq!(events(&done), ["UpgradeComplete"]);
     }
 

@@ -13,10 +13,11 @@ use nova_api::names::NovaNames;
 use nova_api::v1alpha1::Nova;
 
 use super::database::conditions_of;
-use super::job_run::{Terminal, terminal};
+use super::job_run::{ObservedJob, Terminal};
 use super::resolved::Resolved;
 use super::{NovaPass, NovaPlan};
 use crate::clusters::{ClusterExt, controller_of};
+use crate::metrics::JobFamily;
 use crate::pipeline::conditions::is_new;
 use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
 use crate::render::db_jobs::{ARCHIVE_COMPONENT, archive_cron_job, maintenance_labels};
@@ -31,9 +32,12 @@ pub struct ArchiveRun {
     pub name: String,
     /// When it was created.
     pub created: Option<Time>,
-    /// How it ended.
-    pub terminal: Terminal,
+    /// Its facts (uid, how it ended, how long it ran).
+    pub job: ObservedJob,
 }
+
+/// The suffix the archive runs are counted under (`cobaltcore.c5c3.io/last-db-archive-job-uid`).
+const ARCHIVE_SUFFIX: &str = "db-archive";
 
 /// The terminal runs of the archive CronJob (only the Jobs it controls).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -70,11 +74,12 @@ async fn observe(pass: &NovaPass) -> Result<Observed, StepError> {
         let Some(job) = pass.cluster.get_typed::<Job>(ns, &job_name).await? else {
             continue;
         };
-        if let Some(ended) = terminal(&job) {
+        let facts = ObservedJob::of(&job);
+        if facts.terminal.is_some() {
             runs.push(ArchiveRun {
                 name: job_name,
                 created: job.metadata.creation_timestamp.clone(),
-                terminal: ended,
+                job: facts,
             });
         }
     }
@@ -102,12 +107,12 @@ pub fn plan(nova: &Nova, observed: &Observed, resolved: &Resolved) -> NovaPlan {
         broker_port: resolved.broker_port,
     };
     let cron_job = NovaNames::new(&name).db_archive();
-    let plan = Plan::proceed().apply(archive_cron_job(&inputs, &archive));
-    let failed = observed
-        .runs
-        .iter()
-        .max_by_key(|r| r.created.clone())
-        .filter(|r| r.terminal == Terminal::Failed);
+    let mut plan = Plan::proceed().apply(archive_cron_job(&inputs, &archive));
+    let newest = observed.runs.iter().max_by_key(|r| r.created.clone());
+    if let Some(record) = newest.and_then(|r| r.job.record(JobFamily::DbArchive, ARCHIVE_SUFFIX)) {
+        plan = plan.count(record);
+    }
+    let failed = newest.filter(|r| r.job.terminal == Some(Terminal::Failed));
     if archive.suspend {
         let mut message = format!("DB archive CronJob {cron_job} is suspended");
         if let Some(run) = failed {
@@ -160,7 +165,12 @@ mod tests {
         ArchiveRun {
             name: name.into(),
             created: Some(Time(created.parse().expect("timestamp"))),
-            terminal,
+            job: ObservedJob {
+                uid: format!("{name}-uid"),
+                key: None,
+                terminal: Some(terminal),
+                seconds: i64::from(second),
+            },
         }
     }
 
@@ -188,6 +198,17 @@ mod tests {
             )
         );
         assert!(failing.events[0].warning);
+        assert_eq!(
+            failing.records,
+            [crate::pipeline::JobRecord {
+                family: JobFamily::DbArchive,
+                suffix: "db-archive",
+                uid: "nova-db-archive-2-uid".into(),
+                succeeded: false,
+                seconds: 2.0,
+            }],
+            "only the newest terminal run is counted"
+        );
         assert_eq!(failing.events[0].reason, "DBArchiveJobFailed");
         assert_eq!(failing.flow, Flow::Continue);
         assert_eq!(failing.children[0].name, "nova-db-archive");

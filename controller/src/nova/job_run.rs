@@ -6,6 +6,9 @@
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 
+use crate::metrics::JobFamily;
+use crate::pipeline::JobRecord;
+
 /// The annotation carrying the re-run key: the digest of the Job's pod template.
 pub const POD_SPEC_HASH: &str = "cobaltcore.c5c3.io/pod-spec-hash";
 
@@ -27,16 +30,53 @@ pub struct ObservedJob {
     pub key: Option<String>,
     /// How it ended, if it did.
     pub terminal: Option<Terminal>,
+    /// Once it ended: its terminal condition's transition time minus its creation time, in
+    /// seconds, at least 0 (the duration its metrics record).
+    pub seconds: i64,
 }
 
 impl ObservedJob {
     /// The plain facts of a cached Job.
     pub fn of(job: &Job) -> Self {
+        let terminal = terminal(job);
         Self {
             uid: job.uid().unwrap_or_default(),
             key: job.annotations().get(POD_SPEC_HASH).cloned(),
-            terminal: terminal(job),
+            seconds: terminal.map_or(0, |t| duration(job, t)),
+            terminal,
         }
+    }
+
+    /// The record that counts this Job in `family` under `suffix`, once it ended.
+    pub fn record(&self, family: JobFamily, suffix: &'static str) -> Option<JobRecord> {
+        let terminal = self.terminal?;
+        Some(JobRecord {
+            family,
+            suffix,
+            uid: self.uid.clone(),
+            succeeded: terminal == Terminal::Complete,
+            seconds: self.seconds as f64,
+        })
+    }
+}
+
+/// The seconds from a Job's creation to the transition of its terminal condition, at least 0.
+fn duration(job: &Job, terminal: Terminal) -> i64 {
+    let type_ = match terminal {
+        Terminal::Complete => "Complete",
+        Terminal::Failed => "Failed",
+    };
+    let ended = job
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|c| c.type_ == type_ && c.status == "True")
+        .and_then(|c| c.last_transition_time.as_ref());
+    match (ended, job.metadata.creation_timestamp.as_ref()) {
+        (Some(ended), Some(created)) => (ended.0.as_second() - created.0.as_second()).max(0),
+        _ => 0,
     }
 }
 
@@ -135,11 +175,42 @@ mod tests {
     }
 
     #[test]
+    fn a_terminal_job_is_recorded_with_its_duration_clamped_at_zero() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        use k8s_openapi::jiff::Timestamp;
+        let at = |s| Some(Time(Timestamp::from_second(s).expect("time")));
+        let mut ended = job(&[("Failed", "True")]);
+        ended.metadata.uid = Some("uid-1".into());
+        ended.metadata.creation_timestamp = at(1_700_000_000);
+        if let Some(c) = ended.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+            c[0].last_transition_time = at(1_700_000_042);
+        }
+        let observed = ObservedJob::of(&ended);
+        assert_eq!(
+            observed.record(JobFamily::DbSync, "db-sync"),
+            Some(JobRecord {
+                family: JobFamily::DbSync,
+                suffix: "db-sync",
+                uid: "uid-1".into(),
+                succeeded: false,
+                seconds: 42.0,
+            })
+        );
+        ended.metadata.creation_timestamp = at(1_700_000_100);
+        assert_eq!(ObservedJob::of(&ended).seconds, 0, "clock skew is clamped");
+        assert_eq!(
+            ObservedJob::of(&job(&[])).record(JobFamily::DbSync, "db-sync"),
+            None
+        );
+    }
+
+    #[test]
     fn the_run_follows_the_re_run_key() {
         let observed = |key: &str, terminal| ObservedJob {
             uid: "u".into(),
             key: Some(key.into()),
             terminal,
+            seconds: 0,
         };
         let decide = |o: Option<&ObservedJob>| decide(o, "k1", "ns", "nova-db-sync");
         assert_eq!(decide(None), Run::Create);

@@ -135,4 +135,15 @@ impl Reconciled for Nova {
             .as_ref()
             .map(|t| t.name.as_str())
     }
+
+    fn forget_metrics(metrics: &crate::metrics::Metrics, namespace: &str, name: &str) {
+        metrics.forget_nova(namespace, name);
+    }
+
+    fn report_ready(metrics: &crate::metrics::Metrics, namespace: &str, name: &str, ready: bool) {
+        metrics
+            .nova_ready
+            .with_label_values(&[name, namespace])
+            .set(i64::from(ready));
+    }
 }

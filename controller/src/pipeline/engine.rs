@@ -102,6 +102,11 @@ impl Engine {
         Self { metrics }
     }
 
+    /// The metrics it records into.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// Runs `table` on `pass`: the first requeue or error of a sequential step ends the pass.
     pub async fn run<K: Reconciled>(
         &self,

@@ -24,7 +24,7 @@ pub use engine::{
     Engine, PipelineError, Stage, Step, StepFuture, member, observe_then_plan, parallel, seq,
 };
 pub use pass::{ConditionType, Merge, Pass, PlanOf, Reconciled};
-pub use plan::{EventNote, Gate, Plan, Prune, Removal, Verdict, Waiting};
+pub use plan::{EventNote, Gate, JobRecord, Plan, Prune, Removal, Verdict, Waiting};
 
 use crate::clusters::ClusterError;
 

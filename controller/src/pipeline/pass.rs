@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::engine::Stage;
-use super::plan::{EventNote, Plan, Verdict};
+use super::plan::{EventNote, JobRecord, Plan, Verdict};
 use crate::clusters::{Cluster, Owner};
 
 /// A condition type enum of one kind.
@@ -85,6 +85,16 @@ pub trait Reconciled:
     fn common_labels(&self) -> BTreeMap<String, String>;
     /// The target cluster the CR names, if any.
     fn target_cluster(&self) -> Option<&str>;
+    /// Drops the per-CR metric series of a deleted CR (none unless the kind exports any).
+    fn forget_metrics(_metrics: &crate::metrics::Metrics, _namespace: &str, _name: &str) {}
+    /// Exports the aggregate Ready a pass computed (nothing unless the kind exports it).
+    fn report_ready(
+        _metrics: &crate::metrics::Metrics,
+        _namespace: &str,
+        _name: &str,
+        _ready: bool,
+    ) {
+    }
 }
 
 /// A plan of kind `K`.
@@ -110,6 +120,8 @@ pub struct Pass<K: Reconciled> {
     pub(crate) updates: Vec<K::StatusUpdate>,
     /// The events to publish.
     pub(crate) events: Vec<EventNote>,
+    /// The terminal Jobs to count.
+    pub(crate) records: Vec<JobRecord>,
 }
 
 impl<K: Reconciled> Pass<K> {
@@ -124,6 +136,7 @@ impl<K: Reconciled> Pass<K> {
             verdicts: Vec::new(),
             updates: Vec::new(),
             events: Vec::new(),
+            records: Vec::new(),
         }
     }
 
@@ -135,6 +148,7 @@ impl<K: Reconciled> Pass<K> {
         self.updates.extend(plan.status);
         self.resolved.merge(plan.resolved);
         self.events.extend(plan.events);
+        self.records.extend(plan.records);
     }
 
     /// Records a verdict, replacing an earlier one of the same type from this pass.

@@ -6,6 +6,7 @@ use nova_api::conditions::Reason;
 
 use super::{Flow, StepError};
 use crate::clusters::{Child, Labels};
+use crate::metrics::JobFamily;
 
 /// A gate: the value a step needs, or why it waits for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -112,6 +113,31 @@ pub struct Removal {
     pub name: String,
 }
 
+/// A Job that reached a terminal condition, to be counted once per Job UID
+/// (`common-types.md` §3.4): the skeleton stamps its UID on the CR's annotation
+/// `cobaltcore.c5c3.io/last-<suffix>-job-uid` first and records the metrics only when that
+/// write succeeded, so neither a second pass nor a restarted controller counts it again.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobRecord {
+    /// The collector pair it is counted in.
+    pub family: JobFamily,
+    /// The Job's suffix (`db-sync`, `db-expand`, `db-archive`, ...), which names the annotation.
+    pub suffix: &'static str,
+    /// The Job's UID.
+    pub uid: String,
+    /// Whether it succeeded.
+    pub succeeded: bool,
+    /// Its terminal condition's transition time minus its creation time, at least 0.
+    pub seconds: f64,
+}
+
+impl JobRecord {
+    /// The CR annotation holding the UID of the last Job of this suffix that was counted.
+    pub fn annotation(&self) -> String {
+        format!("cobaltcore.c5c3.io/last-{}-job-uid", self.suffix)
+    }
+}
+
 /// A step's decision, computed without I/O from the spec, what the step observed and what the
 /// steps before it resolved; the engine carries it out. `S` is the kind's status update and
 /// `R` what it resolves for later steps (see `pipeline::Reconciled`).
@@ -131,6 +157,8 @@ pub struct Plan<C, S, R> {
     pub resolved: R,
     /// Events to publish.
     pub events: Vec<EventNote>,
+    /// Terminal Jobs to count.
+    pub records: Vec<JobRecord>,
     /// Go on, or end the pass and come back.
     pub flow: Flow,
     /// The step failed: the engine applies the rest of the plan, then ends the pass on this.
@@ -147,6 +175,7 @@ impl<C, S, R: Default> Default for Plan<C, S, R> {
             status: Vec::new(),
             resolved: R::default(),
             events: Vec::new(),
+            records: Vec::new(),
             flow: Flow::Continue,
             error: None,
         }
@@ -241,6 +270,12 @@ impl<C, S, R: Default> Plan<C, S, R> {
             reason,
             note: note.into(),
         });
+        self
+    }
+
+    /// Counts a terminal Job (once per UID).
+    pub fn count(mut self, record: JobRecord) -> Self {
+        self.records.push(record);
         self
     }
 

@@ -9,6 +9,7 @@
 //! a cleanup that must wait keeps the finalizer without reporting an error (the helper removes
 //! it on every successful cleanup, and only an error keeps it).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -23,7 +24,7 @@ use super::backoff::Backoff;
 use super::conditions;
 use super::engine::{Engine, PipelineError};
 use super::pass::{ConditionType, Pass, Reconciled};
-use super::plan::{EventNote, Verdict};
+use super::plan::{EventNote, JobRecord, Verdict};
 use super::{Flow, REQUEUE_NEXT_PASS, REQUEUE_SECRET_POLLING};
 use crate::clusters::{Clusters, FIELD_MANAGER};
 
@@ -117,6 +118,11 @@ pub async fn reconcile<K: Reconciled>(
         return match outcome? {
             Flow::Continue => {
                 remove_finalizer(&api, &*cr).await?;
+                K::forget_metrics(
+                    ctx.engine.metrics(),
+                    &cr.namespace().unwrap_or_default(),
+                    &cr.name_any(),
+                );
                 ctx.backoff.forget(&ObjectRef::from_obj(&*cr));
                 Ok(Action::await_change())
             }
@@ -129,6 +135,7 @@ pub async fn reconcile<K: Reconciled>(
     }
     let outcome = ctx.engine.run(K::pipeline(), &mut pass).await;
     publish(&ctx, &cr, pass.events()).await;
+    count_jobs(&ctx, &api, &*cr, &pass.records).await;
     let status = next_status(&*cr, pass.verdicts(), &pass.updates);
     finish(&ctx, &api, &cr, outcome, &status).await
 }
@@ -142,6 +149,16 @@ async fn finish<K: Reconciled>(
     outcome: Result<Flow, PipelineError>,
     status: &K::Status,
 ) -> Result<Action, ReconcileError> {
+    let mut computed = status.clone();
+    let ready = K::conditions(&mut computed)
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    K::report_ready(
+        ctx.engine.metrics(),
+        &cr.namespace().unwrap_or_default(),
+        &cr.name_any(),
+        ready,
+    );
     let before = cr.status().cloned().unwrap_or_default();
     let written = super::status::persist(api, &cr.name_any(), &before, status, FIELD_MANAGER).await;
     match (outcome, written) {
@@ -219,6 +236,81 @@ async fn publish<K: Reconciled>(ctx: &Context<K>, cr: &K, events: &[EventNote]) 
         };
         if let Err(e) = ctx.recorder.publish(&event, &cr.object_ref(&())).await {
             tracing::warn!(error = %e, reason = note.reason, "publishing an event failed");
+        }
+    }
+}
+
+/// The terminal Jobs of a pass not counted yet: those whose UID the CR's annotation does not
+/// hold already, the last record of each annotation.
+pub fn uncounted<'a>(
+    annotations: &BTreeMap<String, String>,
+    records: &'a [JobRecord],
+) -> Vec<&'a JobRecord> {
+    let mut pending: Vec<&JobRecord> = Vec::new();
+    for record in records {
+        if annotations.get(&record.annotation()) == Some(&record.uid) {
+            continue;
+        }
+        pending.retain(|r| r.suffix != record.suffix);
+        pending.push(record);
+    }
+    pending
+}
+
+/// Counts the pass's terminal Jobs exactly once per Job UID (`common-types.md` §3.4): one
+/// merge patch stamps every uncounted UID on the CR's annotations, guarded by the
+/// resourceVersion this pass read; only when it succeeded are the metrics recorded. A failed
+/// stamp records nothing this pass (the next one tries again) and says so.
+async fn count_jobs<K: Reconciled>(ctx: &Context<K>, api: &Api<K>, cr: &K, records: &[JobRecord]) {
+    let pending = uncounted(cr.annotations(), records);
+    if pending.is_empty() {
+        return;
+    }
+    let annotations: serde_json::Map<String, serde_json::Value> = pending
+        .iter()
+        .map(|r| (r.annotation(), serde_json::Value::from(r.uid.clone())))
+        .collect();
+    let patch = serde_json::json!({
+        "metadata": { "annotations": annotations, "resourceVersion": cr.resource_version() }
+    });
+    let stamped = api
+        .patch(
+            &cr.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(patch),
+        )
+        .await;
+    let namespace = cr.namespace().unwrap_or_default();
+    match stamped {
+        Ok(_) => {
+            for r in pending {
+                ctx.engine.metrics().jobs(r.family).record(
+                    &namespace,
+                    &cr.name_any(),
+                    r.succeeded,
+                    r.seconds,
+                );
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "stamping the counted Job UIDs failed; the Jobs are counted on a later pass");
+            let mut deferred: Vec<EventNote> = Vec::new();
+            for r in pending {
+                let reason = r.family.deferred_reason();
+                if deferred.iter().all(|n| n.reason != reason) {
+                    deferred.push(EventNote {
+                        warning: true,
+                        reason,
+                        note: format!(
+                            "The metrics of Job {} (suffix {}) are deferred: stamping its UID on the {} failed",
+                            r.uid,
+                            r.suffix,
+                            K::kind(&())
+                        ),
+                    });
+                }
+            }
+            publish(ctx, cr, &deferred).await;
         }
     }
 }
@@ -305,6 +397,43 @@ mod tests {
         pass.record(verdict(false, Reason::WaitingForMessagingCredentials));
         let after = next_status(&nova, pass.verdicts(), &[]);
         assert_eq!(Some(&after), nova.status.as_ref(), "no status write");
+    }
+
+    #[test]
+    fn a_job_is_counted_unless_the_annotation_holds_its_uid_and_once_per_suffix() {
+        use crate::metrics::JobFamily;
+        let record = |suffix, uid: &str| JobRecord {
+            family: JobFamily::DbSync,
+            suffix,
+            uid: uid.into(),
+            succeeded: true,
+            seconds: 1.0,
+        };
+        let records = [
+            record("db-sync", "a"),
+            record("db-archive", "b"),
+            record("db-expand", "c"),
+            record("db-expand", "d"),
+        ];
+        assert_eq!(
+            records[0].annotation(),
+            "cobaltcore.c5c3.io/last-db-sync-job-uid"
+        );
+        let annotations = BTreeMap::from([
+            (
+                "cobaltcore.c5c3.io/last-db-sync-job-uid".to_owned(),
+                "a".to_owned(),
+            ),
+            (
+                "cobaltcore.c5c3.io/last-db-archive-job-uid".to_owned(),
+                "old".to_owned(),
+            ),
+        ]);
+        let pending: Vec<(&str, &str)> = uncounted(&annotations, &records)
+            .into_iter()
+            .map(|r| (r.suffix, r.uid.as_str()))
+            .collect();
+        assert_eq!(pending, [("db-archive", "b"), ("db-expand", "d")]);
     }
 
     #[test]
