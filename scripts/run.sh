@@ -219,7 +219,12 @@ YAML
   # stands for the real MariaDB Deployment of the OpenStack install.
   "$KUBECTL" -n openstack patch mariadb openstack-mariadb --subresource=status --type=merge \
     -p '{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Simulated","lastTransitionTime":"'"$(date -u +%Y-%m-%dT%H:%M:%SZ)"'","message":"simulated mariadb-operator: the MariaDB Deployment openstack/openstack-mariadb of the real OpenStack"}]}}' >/dev/null
-  apply_admitted examples/nova.yaml
+  # The node has no registry: the sample's tag-pinned image renders imagePullPolicy Always,
+  # which it cannot satisfy, so the Nova names the node's image by its digest (IfNotPresent).
+  local pinned; pinned=$("$target/nova-control-plane" pinned "ghcr.io/c5c3/nova:$RELEASE")
+  sed "s|^    tag: \"$RELEASE\"\$|    digest: \"${pinned#*@}\"|" examples/nova.yaml >"$RUN/nova.yaml"
+  grep -q "digest: \"${pinned#*@}\"" "$RUN/nova.yaml" || { log "could not pin the sample's image"; exit 1; }
+  apply_admitted "$RUN/nova.yaml"
   apply_admitted examples/novacompute.yaml
   local rc=0
   watch_conditions || rc=$?

@@ -23,6 +23,63 @@ pub fn nova_image(release: &str) -> String {
     format!("ghcr.io/c5c3/nova:{release}")
 }
 
+/// The digest-pinned reference (`repository@sha256:…`) of a locally built image known by its tag
+/// `reference`: the manifest digest its OCI archive records, under which the node's containerd
+/// also knows it (see [`import_all`]). A digest-pinned image is what a CR names when its pods
+/// must run with `imagePullPolicy: IfNotPresent` (a tag-pinned one renders `Always`, which the
+/// node, having no registry, cannot satisfy).
+pub fn pinned(reference: &str) -> Result<String> {
+    let text = std::fs::read_to_string(manifest_path()).map_err(io_err(format!(
+        "reading {}; build the images with `tests/build-images.sh`",
+        manifest_path().display()
+    )))?;
+    let image = parse_manifest(&text)?
+        .into_iter()
+        .find(|i| i.refs.iter().any(|r| r == reference))
+        .ok_or_else(|| Error::Invalid {
+            context: "pinning an image by digest".into(),
+            message: format!("no built image is tagged {reference}"),
+        })?;
+    let digest = archive_digest(&images_dir().join("archives").join(&image.archive))?;
+    Ok(format!("{}@{digest}", repository(reference)))
+}
+
+/// The repository of a tag reference (everything before the tag's colon, a registry port
+/// left alone).
+fn repository(reference: &str) -> &str {
+    match reference.rfind(':') {
+        Some(i) if !reference[i..].contains('/') => &reference[..i],
+        _ => reference,
+    }
+}
+
+/// The manifest digest an OCI archive's `index.json` names (its only manifest).
+fn archive_digest(archive: &Path) -> Result<String> {
+    let context = format!("reading the index of {}", archive.display());
+    let out = std::process::Command::new("tar")
+        .arg("-xOf")
+        .arg(archive)
+        .arg("index.json")
+        .output()
+        .map_err(io_err(context.clone()))?;
+    if !out.status.success() {
+        return Err(Error::Invalid {
+            context,
+            message: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
+    }
+    index_digest(&out.stdout).ok_or_else(|| Error::Invalid {
+        context,
+        message: "index.json names no sha256 manifest".into(),
+    })
+}
+
+fn index_digest(index: &[u8]) -> Option<String> {
+    let index: serde_json::Value = serde_json::from_slice(index).ok()?;
+    let digest = index["manifests"][0]["digest"].as_str()?;
+    (digest.len() == 71 && digest.starts_with("sha256:")).then(|| digest.to_owned())
+}
+
 /// The default compute image of a pool for a release.
 pub fn nova_compute_image(release: &str) -> String {
     format!("ghcr.io/c5c3/nova-compute:{release}")
@@ -108,7 +165,9 @@ fn imported_record(layout: &Layout) -> PathBuf {
 
 /// Imports every image of the manifest (and of the operator manifest beside it, when there)
 /// containerd does not have yet (by archive name) into its `k8s.io` namespace and tags it
-/// with all its references.
+/// with all its references, and with the digest-pinned reference of each ([`pinned`]), so a
+/// pod naming `repository@sha256:…` finds it too (tagged on every start: an image imported
+/// before the digest tags existed gets them as well).
 /// (Blocking: it runs while the node starts, when nothing else needs the runtime.)
 pub(crate) fn import_all(ctr: &Path, manifest: &Path, layout: &Layout) -> Result<()> {
     let text = std::fs::read_to_string(manifest).map_err(|e| Error::Invalid {
@@ -127,10 +186,11 @@ pub(crate) fn import_all(ctr: &Path, manifest: &Path, layout: &Layout) -> Result
         .collect();
     let dir = images_dir();
     for image in images {
+        let archive = dir.join("archives").join(&image.archive);
         if done.contains(&image.archive) {
+            tag_digests(ctr, &image, &archive)?;
             continue;
         }
-        let archive = dir.join("archives").join(&image.archive);
         ctr_run(
             ctr,
             &[
@@ -144,9 +204,30 @@ pub(crate) fn import_all(ctr: &Path, manifest: &Path, layout: &Layout) -> Result
         for extra in &image.refs[1..] {
             ctr_run(ctr, &["images", "tag", "--force", &image.refs[0], extra])?;
         }
+        tag_digests(ctr, &image, &archive)?;
         done.insert(image.archive.clone());
         let text: String = done.iter().map(|a| format!("{a}\n")).collect();
         std::fs::write(&record, text).map_err(io_err(format!("writing {}", record.display())))?;
+    }
+    Ok(())
+}
+
+fn tag_digests(ctr: &Path, image: &BuiltImage, archive: &Path) -> Result<()> {
+    let digest = archive_digest(archive)?;
+    for reference in &image.refs {
+        let pinned = format!("{}@{digest}", repository(reference));
+        // `--local`: the transfer service's tagging is for tag references.
+        ctr_run(
+            ctr,
+            &[
+                "images",
+                "tag",
+                "--local",
+                "--force",
+                &image.refs[0],
+                &pinned,
+            ],
+        )?;
     }
     Ok(())
 }
@@ -166,6 +247,26 @@ fn ctr_run(ctr: &Path, args: &[&str]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pinned_reference_is_the_repository_at_the_index_manifest_digest() {
+        assert_eq!(repository("ghcr.io/c5c3/nova:2026.1"), "ghcr.io/c5c3/nova");
+        assert_eq!(
+            repository("localhost:5000/nova-test/tools:1"),
+            "localhost:5000/nova-test/tools"
+        );
+        assert_eq!(repository("localhost:5000/nova"), "localhost:5000/nova");
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        let index = format!(
+            r#"{{"schemaVersion":2,"manifests":[{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"{digest}","size":1}}]}}"#
+        );
+        assert_eq!(index_digest(index.as_bytes()), Some(digest));
+        assert_eq!(index_digest(br#"{"manifests":[]}"#), None);
+        assert_eq!(
+            index_digest(br#"{"manifests":[{"digest":"md5:00"}]}"#),
+            None
+        );
+    }
 
     #[test]
     fn manifest_lines_name_an_archive_and_its_tags() {

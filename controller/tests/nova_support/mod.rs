@@ -63,11 +63,22 @@ pub async fn simulated_nova_api() -> std::net::SocketAddr {
 /// Starts the Nova controller in-process, scoped to one namespace, once its caches synced; its
 /// API health probes reach a [`simulated_nova_api`].
 pub async fn start_controller(client: Client, ns: &str) -> Metrics {
+    start_controller_probing(client, ns, simulated_nova_api().await).await
+}
+
+/// Starts the Nova controller in-process, scoped to one namespace, once its caches synced; its
+/// API health probes connect to `probe` (it runs outside the cluster, where Service names do
+/// not resolve).
+pub async fn start_controller_probing(
+    client: Client,
+    ns: &str,
+    probe: std::net::SocketAddr,
+) -> Metrics {
     let metrics = Metrics::new().expect("metrics");
     let scope = Some(ns.to_owned());
     let registry = Registry::default()
         .register(nova::controller::kinds())
-        .probe_services_at(Some(simulated_nova_api().await));
+        .probe_services_at(Some(probe));
     let cluster = LocalCluster::start(client.clone(), scope.clone(), registry).await;
     cluster.synced().await;
     let options = nova::controller::Options {

@@ -1,4 +1,4 @@
-//! `nova-control-plane up|down|status|serve`: a control plane a person can keep running.
+//! `nova-control-plane up|down|status|serve|pinned`: a control plane a person can keep running.
 //!
 //! `up` starts the same control plane the tests use, detached from this process, records the
 //! PIDs in the state directory and prints `export KUBECONFIG=...` on stdout (everything else
@@ -9,6 +9,8 @@
 //! node (which cannot outlive the process holding its lock), optionally the real OpenStack and
 //! the simulated operators, until SIGINT or SIGTERM, when everything is torn down. It prints
 //! `export KUBECONFIG=...` and then `ready` on stdout once all of it is up.
+//!
+//! `pinned` prints the digest-pinned reference of a locally built image.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -48,6 +50,12 @@ enum Command {
         #[arg(long, requires = "openstack")]
         service_user_secret: Option<String>,
     },
+    /// Print the digest-pinned reference (`repository@sha256:…`) of a locally built image
+    /// known by its tag: the reference a CR names so its pods run with `IfNotPresent`.
+    Pinned {
+        /// The image's tag reference, e.g. ghcr.io/c5c3/nova:2026.1.
+        reference: String,
+    },
 }
 
 const PIDS_FILE: &str = "pids";
@@ -64,6 +72,12 @@ async fn main() -> ExitCode {
             openstack,
             service_user_secret,
         } => serve(&dir, openstack.as_deref(), service_user_secret.as_deref()).await,
+        Command::Pinned { reference } => nova_test_harness::images::pinned(&reference)
+            .map(|pinned| {
+                println!("{pinned}");
+                ExitCode::SUCCESS
+            })
+            .map_err(|e| e.to_string()),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,615 @@
+//! The Nova the operator builds, run for real: the controller (in-process, as the other suites
+//! run it) reconciles a Nova on the real node against the harness's real OpenStack (MariaDB,
+//! RabbitMQ, memcached, Keystone, Placement), the MariaDB, RabbitMQ and External Secrets
+//! operators simulated with real effects (`nova_test_harness::simulated`). The operator's
+//! `{name}-db-sync` Job runs the real `nova-manage` and `status.cells` lists the cells nova
+//! mapped; the five Deployments run as real pods from the operator's ConfigMap, Secrets and
+//! environment; the API and metadata front ends serve their root documents through their
+//! Services; the conductor and scheduler register as nova services; the HealthCheck step
+//! probes the real nova-api through its Service; the Nova reaches `Ready=True`. Then a second
+//! db-sync maps no duplicate cell and the archive CronJob's Job runs the real
+//! `nova-manage db archive_deleted_rows` over a row that was really soft-deleted.
+//!
+//! The Nova names its image by digest (the harness tags the node's images with their digests):
+//! a tag-pinned image renders `imagePullPolicy: Always`, which a node without a registry cannot
+//! satisfy. The NetworkPolicy objects are rendered, but the node's CNI does not enforce them.
+
+mod nova_support;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use nova_api::v1alpha1::{ImageSpec, Nova};
+use nova_controller::clusters::kinds;
+use nova_support::*;
+use nova_test_harness::images::{MARIADB_IMAGE, TOOLS_IMAGE, nova_image, pinned};
+use nova_test_harness::openstack::{self, OpenStack};
+use nova_test_harness::{http, pods, simulated};
+use serde_json::{Value, json};
+
+const RELEASE: &str = "2026.1";
+/// The bound of each real phase (a db-sync Job took 60-130 s on the 2-core machine).
+const REAL_TIMEOUT: Duration = Duration::from_secs(420);
+/// The nil UUID nova gives cell0.
+const CELL0: &str = "00000000-0000-0000-0000-000000000000";
+
+/// The five Deployments and their containers.
+const WORKLOADS: [(&str, &str); 5] = [
+    ("nova-conductor", "nova-conductor"),
+    ("nova-scheduler", "nova-scheduler"),
+    ("nova-metadata", "nova-metadata"),
+    ("nova-novncproxy", "nova-novncproxy"),
+    ("nova", "nova-api"),
+];
+
+/// The sample Nova in `ns`, its image pinned by the digest of the node's nova image, one API
+/// replica (the 2-core node runs every role at once).
+fn real_nova(ns: &str, image: &str) -> Nova {
+    let mut nova = example(ns);
+    let (repository, digest) = image.split_once('@').expect("a digest reference");
+    nova.spec.image = ImageSpec {
+        repository: repository.to_owned(),
+        tag: None,
+        digest: Some(digest.to_owned()),
+    };
+    let mut spec = serde_json::to_value(&nova.spec).expect("spec");
+    spec["api"] = json!({"deployment": {"replicas": 1}});
+    nova.spec = serde_json::from_value(spec).expect("spec");
+    nova
+}
+
+/// Every input of the sample Nova, for real where the OpenStack runs: the credential Secrets
+/// (the service user's password is Keystone's), the Ready SecretStore, the RabbitmqCluster and
+/// the Database/User/Grant objects for the simulated operators, a MariaDB cluster reported
+/// Ready (simulated), and the shared services exposed under the sample's names.
+async fn provide_real_inputs(os: &OpenStack, client: &Client, ns: &str) {
+    os.expose_in(client, ns).await.expect("expose");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    put_secret(
+        &secrets,
+        "nova-api-db",
+        &[("username", "nova-api"), ("password", API_DB_PASSWORD)],
+    )
+    .await;
+    put_secret(
+        &secrets,
+        "nova-db",
+        &[("username", "nova"), ("password", CELL_DB_PASSWORD)],
+    )
+    .await;
+    os.write_service_user_secret(client, ns, "nova-keystone")
+        .await
+        .expect("service user");
+    put_secret(
+        &secrets,
+        "nova-metadata-secret",
+        &[("shared_secret", SHARED_SECRET)],
+    )
+    .await;
+    create_secret_store(client, ns).await;
+    let rabbits =
+        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &kinds::rabbitmq_cluster());
+    rabbits
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(
+                json!({"apiVersion": "rabbitmq.com/v1beta1", "kind": "RabbitmqCluster",
+                "metadata": {"name": openstack::RABBITMQ}, "spec": {}}),
+            )
+            .expect("cluster"),
+        )
+        .await
+        .expect("RabbitmqCluster");
+    let clusters = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &kinds::mariadb());
+    create_with_status(
+        &clusters,
+        json!({"apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "MariaDB",
+               "metadata": {"name": openstack::MARIADB}, "spec": {}}),
+        json!({"conditions": [{"type": "Ready", "status": "True", "reason": "Running",
+               "message": "simulated mariadb-operator: the harness's MariaDB runs in namespace openstack",
+               "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
+    )
+    .await;
+}
+
+/// A loopback port that forwards every connection to the ClusterIP of Service `service` in
+/// `ns` (looked up per connection: the Service does not exist before the operator creates it),
+/// so the in-process controller's HealthCheck probes the real nova-api through its Service.
+async fn forward_to_service(client: Client, ns: String, service: String, port: u16) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+            let service = service.clone();
+            tokio::spawn(async move {
+                let Some(ip) = services
+                    .get_opt(&service)
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|s| s.spec?.cluster_ip)
+                else {
+                    return;
+                };
+                let Ok(ip) = ip.parse::<std::net::IpAddr>() else {
+                    return;
+                };
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect((ip, port)).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    address
+}
+
+/// Prints the conditions of the Nova and the state and log tail of every pod in `ns`: what a
+/// failing real run needs to be understood.
+async fn dump(client: &Client, ns: &str) {
+    let novas: Api<Nova> = Api::namespaced(client.clone(), ns);
+    if let Ok(nova) = novas.get("nova").await {
+        for c in nova.status.iter().flat_map(|s| s.conditions.iter()) {
+            eprintln!(
+                "condition {} {} {}: {}",
+                c.type_, c.status, c.reason, c.message
+            );
+        }
+    }
+    let all: Api<Pod> = Api::namespaced(client.clone(), ns);
+    for pod in all
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        let name = pod.name_any();
+        let states = serde_json::to_string(&pod.status.as_ref().map(|s| &s.container_statuses))
+            .unwrap_or_default();
+        eprintln!("pod {name}: {states}");
+        for container in pod.spec.iter().flat_map(|s| s.containers.iter()) {
+            let log = pods::logs(client, ns, &name, &container.name)
+                .await
+                .unwrap_or_else(|e| e.to_string());
+            let tail: Vec<&str> = log.lines().rev().take(25).collect();
+            eprintln!("--- {name}/{}:", container.name);
+            for line in tail.iter().rev() {
+                eprintln!("    {line}");
+            }
+        }
+    }
+}
+
+/// Waits until `check` passes on the Nova, playing the Gateway meanwhile; dumps the namespace
+/// and fails after [`REAL_TIMEOUT`].
+async fn wait_nova(client: &Client, ns: &str, what: &str, check: impl Fn(&Nova) -> bool) -> Nova {
+    let novas: Api<Nova> = Api::namespaced(client.clone(), ns);
+    let deadline = Instant::now() + REAL_TIMEOUT;
+    loop {
+        accept_routes(client, ns).await;
+        let nova = novas.get("nova").await.expect("nova");
+        if check(&nova) {
+            return nova;
+        }
+        if Instant::now() > deadline {
+            dump(client, ns).await;
+            panic!("{what} not within {REAL_TIMEOUT:?}");
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+fn holds(nova: &Nova, type_: &str, status: &str) -> bool {
+    nova.status
+        .iter()
+        .flat_map(|s| s.conditions.iter())
+        .any(|c| c.type_ == type_ && c.status == status)
+}
+
+fn reason<'a>(nova: &'a Nova, type_: &str) -> Option<&'a str> {
+    nova.status
+        .iter()
+        .flat_map(|s| s.conditions.iter())
+        .find(|c| c.type_ == type_)
+        .map(|c| c.reason.as_str())
+}
+
+fn cells(nova: &Nova) -> Vec<(String, String)> {
+    nova.status
+        .iter()
+        .flat_map(|s| s.cells.iter())
+        .map(|c| (c.name.clone(), c.uuid.clone()))
+        .collect()
+}
+
+/// cell0 with the nil UUID and cell1 with a generated one, nothing else.
+fn assert_two_cells(cells: &[(String, String)]) {
+    assert_eq!(cells.len(), 2, "{cells:?}");
+    assert!(cells.contains(&("cell0".into(), CELL0.into())), "{cells:?}");
+    let cell1 = cells.iter().find(|(n, _)| n == "cell1").expect("cell1");
+    assert!(
+        cell1.1.len() == 36
+            && cell1.1 != CELL0
+            && cell1.1.chars().filter(|c| *c == '-').count() == 4,
+        "{cells:?}"
+    );
+}
+
+/// The (first) pod of a Job.
+async fn job_pod(client: &Client, ns: &str, job: &str) -> Option<Pod> {
+    let all: Api<Pod> = Api::namespaced(client.clone(), ns);
+    all.list(&ListParams::default().labels(&format!("job-name={job}")))
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .next()
+}
+
+/// The pods of the Nova's API Deployment.
+async fn api_pods(client: &Client, ns: &str) -> Vec<Pod> {
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .list(
+            &ListParams::default()
+                .labels("app.kubernetes.io/component=api,app.kubernetes.io/instance=nova"),
+        )
+        .await
+        .expect("API pods")
+        .items
+}
+
+/// Runs a Job of the tools or MariaDB image whose script writes its answer to the termination
+/// log, and returns the answer (failing when the script fails).
+async fn probe_job(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    image: &str,
+    script: &str,
+    env: Value,
+) -> String {
+    openstack::apply(
+        client,
+        &json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": { "name": name, "namespace": ns },
+            "spec": { "backoffLimit": 0, "template": { "spec": {
+                "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                "containers": [{ "name": "probe", "image": image, "imagePullPolicy": "Never",
+                    "command": ["sh", "-c", script], "env": env }]
+            }}}
+        }),
+    )
+    .await
+    .expect("probe Job");
+    let t = pods::wait_for_job_termination(client, ns, name, "probe", REAL_TIMEOUT)
+        .await
+        .expect("probe Job ends");
+    assert_eq!(t.exit_code, 0, "{name}: {t:?}");
+    t.message
+}
+
+/// GETs `path` of Service `service` from a pod (the cluster's own DNS and kube-proxy).
+async fn get_through_service(
+    client: &Client,
+    ns: &str,
+    job: &str,
+    service: &str,
+    port: u16,
+) -> String {
+    probe_job(
+        client,
+        ns,
+        job,
+        TOOLS_IMAGE,
+        &format!("curl -sf --max-time 10 http://{service}.{ns}.svc:{port}/ | head -c 3000 > /dev/termination-log"),
+        json!([]),
+    )
+    .await
+}
+
+/// Runs SQL as MariaDB's root in a pod; what it prints is the answer.
+async fn query(client: &Client, ns: &str, job: &str, sql: &str) -> String {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let os_secrets: Api<Secret> = Api::namespaced(client.clone(), openstack::NAMESPACE);
+    let root = os_secrets
+        .get("openstack-mariadb-root")
+        .await
+        .expect("root Secret");
+    let password = root
+        .data
+        .and_then(|d| {
+            d.get("password")
+                .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+        })
+        .expect("root password");
+    put_secret(&secrets, "test-mariadb-root", &[("password", &password)]).await;
+    probe_job(
+        client,
+        ns,
+        job,
+        MARIADB_IMAGE,
+        &format!("mariadb -N -B -h {}.{ns}.svc -u root -e \"{sql}\" > /dev/termination-log", openstack::MARIADB),
+        json!([{ "name": "MYSQL_PWD", "valueFrom": { "secretKeyRef": { "name": "test-mariadb-root", "key": "password" } } }]),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_operators_nova_runs_for_real_and_reaches_ready() {
+    let cp = nova_test_harness::shared_real_node()
+        .await
+        .expect("real node");
+    let os = openstack::shared(cp, RELEASE).await.expect("OpenStack");
+    let _operators = simulated::start(os).expect("simulated operators");
+    let client = cp.client().expect("client");
+    let ns = cp.namespace("nova-real").await.expect("namespace");
+    provide_real_inputs(os, &client, &ns).await;
+    let probe = forward_to_service(client.clone(), ns.clone(), "nova".into(), 8774).await;
+    let metrics = start_controller_probing(client.clone(), &ns, probe).await;
+    let image = pinned(&nova_image(RELEASE)).expect("the nova image's digest");
+    let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
+    let t = Instant::now();
+    novas
+        .create(&PostParams::default(), &real_nova(&ns, &image))
+        .await
+        .expect("create Nova");
+
+    // The db-sync Job the operator created ran the real nova-manage.
+    let nova = wait_nova(&client, &ns, "DatabaseReady=True", |n| {
+        holds(n, "DatabaseReady", "True")
+    })
+    .await;
+    let first = cells(&nova);
+    assert_two_cells(&first);
+    let sync = job_pod(&client, &ns, "nova-db-sync")
+        .await
+        .expect("the db-sync pod");
+    let container = &sync.spec.as_ref().expect("spec").containers[0];
+    assert_eq!(container.image.as_deref(), Some(image.as_str()));
+    assert_eq!(container.image_pull_policy.as_deref(), Some("IfNotPresent"));
+    let report =
+        pods::wait_for_job_termination(&client, &ns, "nova-db-sync", "db-sync", REAL_TIMEOUT)
+            .await
+            .expect("db-sync ended");
+    assert_eq!(report.exit_code, 0, "{report:?}");
+    for (name, uuid) in &first {
+        assert!(
+            report.message.contains(&format!("{name}={uuid}")),
+            "{report:?}"
+        );
+    }
+    eprintln!(
+        "db-sync: real nova-manage mapped {first:?} after {:.0}s",
+        t.elapsed().as_secs_f64()
+    );
+
+    // The five workloads run as real pods, and the Nova reaches Ready through the real probe.
+    let nova = wait_nova(&client, &ns, "Ready=True", |n| holds(n, "Ready", "True")).await;
+    assert_eq!(reason(&nova, "NovaAPIReady"), Some("APIHealthy"));
+    assert_eq!(
+        metrics.nova_ready.with_label_values(&["nova", &ns]).get(),
+        1
+    );
+    assert_eq!(
+        metrics
+            .db_sync
+            .total
+            .with_label_values(&["nova", &ns, "succeeded"])
+            .get(),
+        1,
+        "the real db-sync Job is counted once"
+    );
+    eprintln!("Ready=True after {:.0}s", t.elapsed().as_secs_f64());
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    for (name, container) in WORKLOADS {
+        let d = deployments.get(name).await.expect("Deployment");
+        let ready = d
+            .status
+            .as_ref()
+            .and_then(|s| s.ready_replicas)
+            .unwrap_or(0);
+        assert!(ready >= 1, "{name} has no ready pod");
+        let spec = d.spec.expect("spec").template.spec.expect("pod spec");
+        let c = spec
+            .containers
+            .iter()
+            .find(|c| c.name == container)
+            .expect("container");
+        assert_eq!(c.image.as_deref(), Some(image.as_str()), "{name}");
+    }
+
+    // The front ends answer their root documents through their Services.
+    let root: Value = serde_json::from_str(
+        &get_through_service(&client, &ns, "get-api-root", "nova", 8774).await,
+    )
+    .expect("the API root is JSON");
+    let ids: Vec<&str> = root["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v["id"].as_str())
+        .collect();
+    assert!(ids.contains(&"v2.1"), "{root}");
+    let metadata =
+        get_through_service(&client, &ns, "get-metadata-root", "nova-metadata", 8775).await;
+    assert!(metadata.lines().any(|l| l == "latest"), "{metadata:?}");
+
+    // The conductor and the scheduler registered as nova services.
+    let api_pod = api_pods(&client, &ns)
+        .await
+        .into_iter()
+        .find_map(|p| p.status?.pod_ip)
+        .expect("an API pod IP");
+    let api: SocketAddr = format!("{api_pod}:8774").parse().expect("address");
+    let token = os.admin_token().await.expect("token");
+    let deadline = Instant::now() + REAL_TIMEOUT;
+    loop {
+        let r = http::request(
+            api,
+            "GET",
+            "/v2.1/os-services",
+            &[("X-Auth-Token", &token)],
+            None,
+        )
+        .await
+        .expect("GET /os-services");
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let body = r.json().expect("JSON");
+        let up = |binary: &str| {
+            body["services"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|s| s["binary"] == binary && s["state"] == "up")
+        };
+        if up("nova-conductor") && up("nova-scheduler") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the services never came up: {body}"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+
+    // A second db-sync (the Job deleted, the operator runs it anew) maps no duplicate cell.
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
+    let first_uid = jobs.get("nova-db-sync").await.expect("Job").uid();
+    jobs.delete("nova-db-sync", &DeleteParams::foreground())
+        .await
+        .expect("delete");
+    let deadline = Instant::now() + REAL_TIMEOUT;
+    let second = loop {
+        if let Some(job) = jobs.get_opt("nova-db-sync").await.expect("get")
+            && job.uid() != first_uid
+            && job.status.as_ref().and_then(|s| s.succeeded).unwrap_or(0) > 0
+        {
+            break job;
+        }
+        assert!(Instant::now() < deadline, "the db-sync Job never ran again");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    let report =
+        pods::wait_for_job_termination(&client, &ns, "nova-db-sync", "db-sync", REAL_TIMEOUT)
+            .await
+            .expect("second db-sync ended");
+    assert_eq!(report.exit_code, 0, "{report:?}");
+    let reported: Vec<&str> = report.message.lines().collect();
+    assert_eq!(reported.len(), 2, "{reported:?}");
+    let nova = wait_nova(&client, &ns, "DatabaseReady=True again", |n| {
+        holds(n, "DatabaseReady", "True")
+    })
+    .await;
+    assert_eq!(cells(&nova), first, "the second run changed the cells");
+    eprintln!(
+        "second db-sync (Job {:?}) mapped no duplicate cell",
+        second.uid()
+    );
+
+    // The archive CronJob's Job runs the real nova-manage over a really soft-deleted row.
+    query(
+        &client,
+        &ns,
+        "soft-delete",
+        "INSERT INTO nova.security_groups (created_at, deleted_at, deleted, name, description, user_id, project_id) \
+         VALUES (NOW(), NOW(), 1, 'soft-deleted-by-nova-real', 'x', 'u', 'p'); SELECT 1",
+    )
+    .await;
+    let crons: Api<CronJob> = Api::namespaced(client.clone(), &ns);
+    let cron = crons.get("nova-db-archive").await.expect("CronJob");
+    let template = cron.spec.job_template.clone();
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {
+            "name": "nova-db-archive-now",
+            "labels": template.metadata.as_ref().and_then(|m| m.labels.clone()),
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": cron.name_any(),
+                                 "uid": cron.uid(), "controller": true}]
+        },
+        "spec": template.spec,
+    }))
+    .expect("Job");
+    jobs.create(&PostParams::default(), &job)
+        .await
+        .expect("archive Job");
+    let archive = pods::wait_for_job_termination(
+        &client,
+        &ns,
+        "nova-db-archive-now",
+        "db-archive",
+        REAL_TIMEOUT,
+    )
+    .await
+    .expect("archive ended");
+    assert_eq!(archive.exit_code, 0, "{archive:?}");
+    let shadowed = query(
+        &client,
+        &ns,
+        "archived",
+        "SELECT (SELECT COUNT(*) FROM nova.shadow_security_groups WHERE name = 'soft-deleted-by-nova-real'), \
+         (SELECT COUNT(*) FROM nova.security_groups WHERE name = 'soft-deleted-by-nova-real')",
+    )
+    .await;
+    assert_eq!(
+        shadowed.split_whitespace().collect::<Vec<_>>(),
+        ["1", "0"],
+        "{shadowed:?}"
+    );
+    let nova = wait_nova(&client, &ns, "DBArchiveReady=True", |n| {
+        holds(n, "DBArchiveReady", "True")
+    })
+    .await;
+    assert_eq!(reason(&nova, "DBArchiveReady"), Some("DBArchiveScheduled"));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while metrics
+        .db_archive
+        .total
+        .with_label_values(&["nova", &ns, "succeeded"])
+        .get()
+        != 1
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the archive run was never counted"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    eprintln!("archive: real nova-manage moved the soft-deleted row to its shadow table");
+
+    // uWSGI stops on the SIGTERM after the preStop sleep (without --die-on-term, uWSGI 2.0
+    // reloads on SIGTERM and is killed only when the 30-second grace period ends).
+    let api_pod = api_pods(&client, &ns)
+        .await
+        .into_iter()
+        .next()
+        .expect("an API pod")
+        .name_any();
+    let t = Instant::now();
+    let all: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    all.delete(&api_pod, &DeleteParams::default())
+        .await
+        .expect("delete the API pod");
+    while all.get_opt(&api_pod).await.expect("get").is_some() {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the API pod never went away"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let took = t.elapsed();
+    eprintln!(
+        "the API pod stopped {:.1}s after its deletion (preStop 5 s, grace 30 s)",
+        took.as_secs_f64()
+    );
+    assert!(
+        took < Duration::from_secs(20),
+        "uWSGI did not stop on SIGTERM: {took:?}"
+    );
+}
