@@ -4,6 +4,7 @@ pub mod clusters;
 pub mod metrics;
 pub mod nova;
 pub mod offline;
+pub mod openstack;
 pub mod pipeline;
 pub mod ratelimit;
 pub mod render;

@@ -13,6 +13,7 @@
 //! ```
 
 mod manifests;
+pub mod nova;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -1,0 +1,377 @@
+//! How a request reaches Keystone, Nova and Placement: a [`Transport`] sends one HTTP request
+//! and returns the answer, bounded in time and size. [`Direct`] dials the URL's host itself
+//! (a local Nova); a placed Nova's cluster would answer through its API server's service proxy
+//! behind the same trait.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// The bound of every request, the token request included.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most of a response body that is read.
+pub const BODY_LIMIT: usize = 8 * 1024 * 1024;
+
+/// One request. Its headers may carry a token, so it has no `Debug`.
+pub struct Request {
+    /// The method.
+    pub method: http::Method,
+    /// The absolute URL.
+    pub url: String,
+    /// Headers besides Host and Content-Length.
+    pub headers: Vec<(&'static str, String)>,
+    /// A JSON body.
+    pub body: Option<Vec<u8>>,
+}
+
+/// One answer.
+#[derive(Clone, Debug)]
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// The headers.
+    pub headers: http::HeaderMap,
+    /// The body (at most [`BODY_LIMIT`] bytes).
+    pub body: Bytes,
+}
+
+impl Response {
+    /// The value of a header, when it is text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// Why a request got no answer. Names the host and port it dialled, never the URL's path or
+/// query, a header or the body.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TransportError {
+    /// The URL does not parse or names no host.
+    #[error("the {0} URL is not an absolute http(s) URL")]
+    InvalidUrl(&'static str),
+    /// The host name did not resolve.
+    #[error("{0} does not resolve")]
+    Unresolvable(String),
+    /// The connection failed.
+    #[error("connecting to {address}: {message}")]
+    Connect {
+        /// host:port.
+        address: String,
+        /// The socket error.
+        message: String,
+    },
+    /// The TLS handshake failed.
+    #[error("TLS with {address}: {message}")]
+    Tls {
+        /// host:port.
+        address: String,
+        /// The handshake error.
+        message: String,
+    },
+    /// The HTTP exchange failed.
+    #[error("exchanging with {address}: {message}")]
+    Http {
+        /// host:port.
+        address: String,
+        /// The protocol error.
+        message: String,
+    },
+    /// The body exceeded [`BODY_LIMIT`].
+    #[error("the response of {0} exceeds 8 MiB")]
+    TooLarge(String),
+    /// No answer within [`REQUEST_TIMEOUT`].
+    #[error("{0} did not answer within 10s")]
+    TimedOut(String),
+    /// The cluster offers no way to reach its Services (an offline render).
+    #[error("this cluster handle cannot reach OpenStack services")]
+    Unavailable,
+}
+
+/// Sends requests to the Service URLs of one cluster.
+pub trait Transport: Send + Sync {
+    /// Sends one request and reads its answer, within [`REQUEST_TIMEOUT`].
+    fn send(&self, request: Request) -> BoxFuture<'_, Result<Response, TransportError>>;
+}
+
+/// A transport that refuses every request: for a handle without a network (`render`).
+pub struct Unreachable;
+
+impl Transport for Unreachable {
+    fn send(&self, _: Request) -> BoxFuture<'_, Result<Response, TransportError>> {
+        Box::pin(async { Err(TransportError::Unavailable) })
+    }
+}
+
+/// Plain HTTP(S) from this process: one HTTP/1.1 connection per request (a pass makes a
+/// handful), TLS verified against the system's roots.
+pub struct Direct {
+    /// `host:port` → the address dialled instead of resolving the host: for a controller
+    /// outside the cluster, which cannot resolve Service names.
+    routes: BTreeMap<String, SocketAddr>,
+    /// The TLS client configuration, built on the first https request.
+    tls: std::sync::OnceLock<Result<Arc<rustls::ClientConfig>, String>>,
+    timeout: Duration,
+}
+
+impl Direct {
+    /// A transport that resolves every host itself.
+    pub fn new() -> Self {
+        Self::routed(BTreeMap::new())
+    }
+
+    /// A transport that dials `routes[host:port]` for those hosts.
+    pub fn routed(routes: BTreeMap<String, SocketAddr>) -> Self {
+        Self {
+            routes,
+            tls: std::sync::OnceLock::new(),
+            timeout: REQUEST_TIMEOUT,
+        }
+    }
+
+    async fn exchange(&self, request: Request) -> Result<Response, TransportError> {
+        let url =
+            url::Url::parse(&request.url).map_err(|_| TransportError::InvalidUrl("service"))?;
+        let https = match url.scheme() {
+            "http" => false,
+            "https" => true,
+            _ => return Err(TransportError::InvalidUrl("service")),
+        };
+        let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+            return Err(TransportError::InvalidUrl("service"));
+        };
+        let authority = format!("{host}:{port}");
+        let dial = match self.routes.get(&authority) {
+            Some(address) => *address,
+            None => tokio::net::lookup_host((host, port))
+                .await
+                .ok()
+                .and_then(|mut a| a.next())
+                .ok_or_else(|| TransportError::Unresolvable(authority.clone()))?,
+        };
+        let tcp =
+            tokio::net::TcpStream::connect(dial)
+                .await
+                .map_err(|e| TransportError::Connect {
+                    address: authority.clone(),
+                    message: e.to_string(),
+                })?;
+        let mut builder = http::Request::builder()
+            .method(request.method)
+            .uri(&url[url::Position::BeforePath..])
+            .header(http::header::HOST, &authority);
+        for (name, value) in &request.headers {
+            builder = builder.header(*name, value);
+        }
+        let body = Full::new(Bytes::from(request.body.unwrap_or_default()));
+        let outgoing = builder.body(body).map_err(|e| TransportError::Http {
+            address: authority.clone(),
+            message: e.to_string(),
+        })?;
+        if https {
+            let tls_failed = |message: String| TransportError::Tls {
+                address: authority.clone(),
+                message,
+            };
+            let config = self
+                .tls
+                .get_or_init(tls_config)
+                .clone()
+                .map_err(tls_failed)?;
+            let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+                .map_err(|_| TransportError::InvalidUrl("service"))?;
+            let stream = tokio_rustls::TlsConnector::from(config)
+                .connect(name, tcp)
+                .await
+                .map_err(|e| tls_failed(e.to_string()))?;
+            roundtrip(stream, outgoing, &authority).await
+        } else {
+            roundtrip(tcp, outgoing, &authority).await
+        }
+    }
+}
+
+impl Default for Direct {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Transport for Direct {
+    fn send(&self, request: Request) -> BoxFuture<'_, Result<Response, TransportError>> {
+        Box::pin(async move {
+            let authority = url::Url::parse(&request.url)
+                .ok()
+                .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)))
+                .unwrap_or_default();
+            tokio::time::timeout(self.timeout, self.exchange(request))
+                .await
+                .unwrap_or(Err(TransportError::TimedOut(authority)))
+        })
+    }
+}
+
+async fn roundtrip<T>(
+    io: T,
+    request: http::Request<Full<Bytes>>,
+    authority: &str,
+) -> Result<Response, TransportError>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let failed = |e: hyper::Error| TransportError::Http {
+        address: authority.to_owned(),
+        message: e.to_string(),
+    };
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+        .await
+        .map_err(failed)?;
+    let driver = tokio::spawn(connection);
+    let answer = async {
+        let response = sender.send_request(request).await.map_err(failed)?;
+        let (parts, body) = response.into_parts();
+        let body = Limited::new(body, BODY_LIMIT)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    TransportError::TooLarge(authority.to_owned())
+                } else {
+                    TransportError::Http {
+                        address: authority.to_owned(),
+                        message: e.to_string(),
+                    }
+                }
+            })?
+            .to_bytes();
+        Ok(Response {
+            status: parts.status.as_u16(),
+            headers: parts.headers,
+            body,
+        })
+    }
+    .await;
+    driver.abort();
+    answer
+}
+
+/// TLS 1.2/1.3 over the ring provider, verified against the system's roots (the operator's
+/// image carries none: its Services are plain http inside the cluster, so an https endpoint
+/// fails verification loudly rather than silently trusting it).
+fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_native_certs::load_native_certs().certs {
+        let _ = roots.add(cert);
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A server that answers one request with `answer` after `delay`, and hands back what it read.
+    async fn serve_once(
+        answer: &'static str,
+        delay: Duration,
+    ) -> (SocketAddr, tokio::task::JoinHandle<String>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut request = vec![0u8; 4096];
+            let n = socket.read(&mut request).await.expect("read");
+            tokio::time::sleep(delay).await;
+            let _ = socket.write_all(answer.as_bytes()).await;
+            String::from_utf8_lossy(&request[..n]).into_owned()
+        });
+        (address, server)
+    }
+
+    fn get(url: &str) -> Request {
+        Request {
+            method: http::Method::GET,
+            url: url.to_owned(),
+            headers: vec![("Accept", "application/json".to_owned())],
+            body: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_routed_host_is_dialled_at_its_address_and_keeps_its_host_header() {
+        let (address, server) = serve_once(
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Thing: a\r\n\r\n{}",
+            Duration::ZERO,
+        )
+        .await;
+        let direct = Direct::routed(BTreeMap::from([(
+            "nova.ns.svc.cluster.local:8774".to_owned(),
+            address,
+        )]));
+        let response = direct
+            .send(get(
+                "http://nova.ns.svc.cluster.local:8774/v2.1/os-services?binary=nova-compute",
+            ))
+            .await
+            .expect("answered");
+        assert_eq!(response.status, 200);
+        assert_eq!(&response.body[..], b"{}");
+        assert_eq!(response.header("x-thing"), Some("a"));
+        let seen = server.await.expect("server");
+        assert!(
+            seen.starts_with("GET /v2.1/os-services?binary=nova-compute HTTP/1.1\r\n"),
+            "{seen}"
+        );
+        assert!(
+            seen.to_ascii_lowercase()
+                .contains("host: nova.ns.svc.cluster.local:8774\r\n"),
+            "{seen}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_silent_server_times_out_and_a_closed_port_is_refused() {
+        let (address, _server) = serve_once("", Duration::from_secs(30)).await;
+        let hurried = Direct {
+            timeout: Duration::from_millis(300),
+            ..Direct::new()
+        };
+        let err = hurried
+            .send(get(&format!("http://{address}/")))
+            .await
+            .expect_err("times out");
+        assert_eq!(err, TransportError::TimedOut(address.to_string()));
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind")
+            .local_addr()
+            .expect("address");
+        let err = Direct::new()
+            .send(get(&format!("http://{closed}/")))
+            .await
+            .expect_err("refused");
+        assert!(matches!(err, TransportError::Connect { .. }), "{err}");
+        assert_eq!(
+            Direct::new()
+                .send(get("ftp://x/"))
+                .await
+                .expect_err("scheme"),
+            TransportError::InvalidUrl("service")
+        );
+    }
+}
