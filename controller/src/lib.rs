@@ -3,6 +3,7 @@
 pub mod clusters;
 pub mod metrics;
 pub mod nova;
+pub mod novacompute;
 pub mod offline;
 pub mod openstack;
 pub mod pipeline;

@@ -1,4 +1,4 @@
-//! nova-controller: reconciles Nova control planes (and, later, NovaCompute pools).
+//! nova-controller: reconciles Nova control planes and NovaCompute node pools.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,12 +11,12 @@ use axum::routing::get;
 use clap::{Parser, Subcommand, ValueEnum};
 use kube::client::ClientBuilder;
 use kube::{Api, Client, Config};
-use nova_api::v1alpha1::Nova;
+use nova_api::v1alpha1::{Nova, NovaCompute};
 use nova_controller::clusters::{LocalCluster, Registry};
 use nova_controller::metrics::Metrics;
 use nova_controller::pipeline::{Stage, Step};
 use nova_controller::ratelimit::RateLimitLayer;
-use nova_controller::{nova, offline};
+use nova_controller::{nova, novacompute, offline};
 use tokio::sync::watch;
 
 /// Log output format.
@@ -38,11 +38,16 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Prints every child the Nova pipeline would create for a CR, without a cluster.
+    /// Prints every child the pipeline would create for a CR, without a cluster: a Nova, or a
+    /// NovaCompute with `--nova`.
     Render {
-        /// The Nova manifest.
+        /// The Nova manifest, or the NovaCompute manifest when `--nova` is given.
         #[arg(short = 'f', long = "filename")]
         file: std::path::PathBuf,
+        /// The manifest of the Nova a NovaCompute joins: renders the pool's ConfigMap and
+        /// DaemonSet as if the Nova had installed its release and published its contract.
+        #[arg(long)]
+        nova: Option<std::path::PathBuf>,
         /// A directory of Secret manifests to read credentials from; placeholders otherwise.
         #[arg(long)]
         secrets_dir: Option<std::path::PathBuf>,
@@ -152,9 +157,10 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Render {
             file,
+            nova,
             secrets_dir,
             output,
-        }) => return render(&file, secrets_dir.as_deref(), output).await,
+        }) => return render(&file, nova.as_deref(), secrets_dir.as_deref(), output).await,
         Some(Command::Conditions) => {
             for condition in pipeline_conditions() {
                 println!("{condition}");
@@ -181,6 +187,7 @@ async fn main() -> anyhow::Result<()> {
     // replica is ready once every watch cache holds its first complete list.
     let registry = Registry::default()
         .register(nova::controller::kinds())
+        .register(novacompute::controller::kinds())
         .probe_services_at(flags.health_check_address);
     let cluster = LocalCluster::start(client.clone(), scope.clone(), registry).await;
     {
@@ -200,6 +207,11 @@ async fn main() -> anyhow::Result<()> {
     });
 
     let options = nova::controller::Options {
+        scope: scope.clone(),
+        concurrency: flags.max_concurrent_reconciles,
+        instance: Some(hostname()),
+    };
+    let pool_options = novacompute::controller::Options {
         scope,
         concurrency: flags.max_concurrent_reconciles,
         instance: Some(hostname()),
@@ -207,10 +219,20 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(clusters_namespace = %flags.clusters_namespace, "target clusters are not supported by this build; every targetClusterRef waits");
     let controllers = {
         let (client, metrics, cluster) = (client.clone(), metrics.clone(), cluster.clone());
-        let stop = stopped(stop_rx.clone());
+        let (stop, pool_stop) = (stopped(stop_rx.clone()), stopped(stop_rx.clone()));
         async move {
             cluster.synced().await;
-            nova::controller::run(client, metrics, cluster, options, stop).await;
+            // One binary, two controllers on the same caches, instrumenter and metric vectors.
+            tokio::join!(
+                nova::controller::run(
+                    client.clone(),
+                    metrics.clone(),
+                    cluster.clone(),
+                    options,
+                    stop
+                ),
+                novacompute::controller::run(client, metrics, cluster, pool_options, pool_stop),
+            );
         }
     };
 
@@ -266,15 +288,21 @@ async fn main() -> anyhow::Result<()> {
 /// The `render` subcommand: prints what was rendered, then fails if the pipeline stopped.
 async fn render(
     file: &std::path::Path,
+    nova: Option<&std::path::Path>,
     secrets_dir: Option<&std::path::Path>,
     output: Output,
 ) -> anyhow::Result<()> {
-    let nova = offline::read_nova(file)?;
     let secrets = match secrets_dir {
         Some(dir) => offline::SecretSource::from_dir(dir)?,
         None => offline::SecretSource::default(),
     };
-    let rendered = offline::render(nova, secrets).await?;
+    let rendered = match nova {
+        Some(nova) => {
+            let pool = offline::read_pool(file)?;
+            offline::render_pool(pool, offline::read_nova(nova)?, secrets).await?
+        }
+        None => offline::render(offline::read_nova(file)?, secrets).await?,
+    };
     let text = match output {
         Output::Yaml => offline::to_yaml(&rendered.objects)?,
         Output::Json => offline::to_json(rendered.objects)?,
@@ -358,13 +386,30 @@ async fn client(flags: &Flags) -> anyhow::Result<Client> {
 /// Fails with an actionable message instead of crash-looping on watch errors; under
 /// `--namespace` it lists only that namespace, which a namespaced Role allows.
 async fn probe_crds(client: &Client, scope: Option<&str>) -> anyhow::Result<()> {
-    let api: Api<Nova> = match scope {
+    probe_crd::<Nova>(client, scope).await?;
+    probe_crd::<NovaCompute>(client, scope).await
+}
+
+async fn probe_crd<K>(client: &Client, scope: Option<&str>) -> anyhow::Result<()>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = match scope {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    api.list_metadata(&kube::api::ListParams::default().limit(1)).await.context(
-        "the novas.nova.openstack.c5c3.io CRD is not served: install crds/ (kubectl apply --server-side -f crds/)",
-    )?;
+    api.list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+        .with_context(|| {
+            format!(
+                "the {}.{} CRD is not served: install crds/ (kubectl apply --server-side -f crds/)",
+                K::plural(&()),
+                K::group(&())
+            )
+        })?;
     Ok(())
 }
 

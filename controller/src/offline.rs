@@ -18,8 +18,9 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::DynamicObject;
 use kube::core::ApiResource;
-use nova_api::defaults::default_nova;
-use nova_api::v1alpha1::Nova;
+use nova_api::defaults::{default_nova, default_novacompute};
+use nova_api::names::NovaNames;
+use nova_api::v1alpha1::{LocalSecretRef, Nova, NovaCompute};
 use serde_json::{Value, json};
 
 use crate::clusters::probe::Probe;
@@ -29,7 +30,7 @@ use crate::clusters::{
 };
 use crate::metrics::Metrics;
 use crate::nova::PIPELINE;
-use crate::pipeline::{Engine, Flow, Pass};
+use crate::pipeline::{ConditionType, Engine, Flow, Pass, PipelineError, Reconciled};
 use crate::sensitive::Sensitive;
 
 /// Why an offline render failed.
@@ -131,6 +132,8 @@ impl SecretSource {
 pub(crate) struct FileCluster {
     secrets: SecretSource,
     applied: Mutex<Vec<Child>>,
+    /// Objects the render was given (a pool's Nova, its contract), by kind and name.
+    given: Vec<(ApiResource, DynamicObject)>,
 }
 
 impl FileCluster {
@@ -139,7 +142,33 @@ impl FileCluster {
         Self {
             secrets,
             applied: Mutex::default(),
+            given: Vec::new(),
         }
+    }
+
+    /// The cluster with `object` of `kind` in it.
+    fn with<K: kube::Resource<DynamicType = ()> + serde::Serialize>(
+        mut self,
+        object: &K,
+    ) -> Result<Self, OfflineError> {
+        let kind = ApiResource::erase::<K>(&());
+        let value =
+            serde_json::to_value(object).map_err(|e| OfflineError::Output(e.to_string()))?;
+        let mut object: DynamicObject =
+            serde_json::from_value(value).map_err(|e| OfflineError::Output(e.to_string()))?;
+        object.types = Some(kube::api::TypeMeta {
+            api_version: kind.api_version.clone(),
+            kind: kind.kind.clone(),
+        });
+        self.given.push((kind, object));
+        Ok(self)
+    }
+
+    fn given(&self, kind: &ApiResource, name: &str) -> Option<DynamicObject> {
+        self.given
+            .iter()
+            .find(|(k, o)| k == kind && o.metadata.name.as_deref() == Some(name))
+            .map(|(_, o)| o.clone())
     }
 
     /// How many Jobs were applied so far.
@@ -231,7 +260,8 @@ impl Cluster for FileCluster {
     ) -> BoxFuture<'a, Result<Option<Arc<DynamicObject>>, ClusterError>> {
         Box::pin(async move {
             let object = self
-                .completed_job(kind, namespace, name)
+                .given(kind, name)
+                .or_else(|| self.completed_job(kind, namespace, name))
                 .or_else(|| Self::played(kind, namespace, name));
             Ok(object.map(Arc::new))
         })
@@ -239,6 +269,25 @@ impl Cluster for FileCluster {
 
     fn metadata(&self, _: &ApiResource, _: &str, _: &str) -> Result<Option<Meta>, ClusterError> {
         Ok(None)
+    }
+
+    /// No Node exists offline: a pool renders selecting none.
+    fn list_metadata_live<'a>(
+        &'a self,
+        _: &'a ApiResource,
+        _: Option<&'a str>,
+        _: &'a Labels,
+    ) -> BoxFuture<'a, Result<Vec<Meta>, ClusterError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+
+    fn metadata_live<'a>(
+        &'a self,
+        _: &'a ApiResource,
+        _: Option<&'a str>,
+        _: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Meta>, ClusterError>> {
+        Box::pin(async { Ok(None) })
     }
 
     fn list_metadata(
@@ -307,6 +356,10 @@ impl Cluster for FileCluster {
 
 /// Parses a Nova manifest.
 pub fn read_nova(path: &Path) -> Result<Nova, OfflineError> {
+    read_manifest(path)
+}
+
+fn read_manifest<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, OfflineError> {
     let text = std::fs::read_to_string(path).map_err(|source| OfflineError::Read {
         path: path.display().to_string(),
         source,
@@ -354,6 +407,15 @@ pub async fn render(mut nova: Nova, secrets: SecretSource) -> Result<Rendered, O
             break;
         }
     }
+    rendered(&pass, outcome, &cluster)
+}
+
+/// What one render produced: the applied children, printable, and why the pipeline stopped.
+fn rendered<K: Reconciled>(
+    pass: &Pass<K>,
+    outcome: Result<Flow, PipelineError>,
+    cluster: &FileCluster,
+) -> Result<Rendered, OfflineError> {
     let stopped = match outcome {
         Ok(Flow::Continue) => None,
         Ok(Flow::RequeueAfter(_)) => Some(match pass.verdicts().iter().rev().find(|v| !v.ok) {
@@ -374,6 +436,63 @@ pub async fn render(mut nova: Nova, secrets: SecretSource) -> Result<Rendered, O
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| OfflineError::Output(e.to_string()))?;
     Ok(Rendered { objects, stopped })
+}
+
+/// Parses a NovaCompute manifest.
+pub fn read_pool(path: &Path) -> Result<NovaCompute, OfflineError> {
+    read_manifest(path)
+}
+
+/// Runs the NovaCompute pipeline for `pool` joined to `nova`, as if the Nova had installed its
+/// release and published its contract: the ConfigMap and the DaemonSet a pool selecting no
+/// node yet would get (and its VPA when it opts in). The contract Secret comes from
+/// `--secrets-dir` when it is there, else it reads as marked placeholders.
+pub async fn render_pool(
+    mut pool: NovaCompute,
+    mut nova: Nova,
+    secrets: SecretSource,
+) -> Result<Rendered, OfflineError> {
+    default_novacompute(&mut pool.spec);
+    default_nova(&mut nova.spec);
+    let ns = pool.namespace().unwrap_or_else(|| "default".to_owned());
+    pool.metadata.namespace = Some(ns.clone());
+    nova.metadata.namespace = Some(ns);
+    let contract = NovaNames::new(&nova.name_any()).compute_config();
+    let status = nova.status.get_or_insert_with(Default::default);
+    status
+        .installed_release
+        .get_or_insert_with(|| nova.spec.open_stack_release.clone());
+    status
+        .compute_config_secret_ref
+        .get_or_insert_with(|| LocalSecretRef {
+            name: contract.clone(),
+        });
+    let keys = crate::novacompute::pool_config::REQUIRED;
+    let secret = match secrets.0.get(&contract) {
+        Some(secret) => secret.clone(),
+        None => Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some(contract.clone()),
+                ..Default::default()
+            },
+            data: Some(
+                secrets
+                    .values(&contract, &keys)
+                    .0
+                    .into_iter()
+                    .map(|(k, v)| (k, k8s_openapi::ByteString(v.expose().as_bytes().to_vec())))
+                    .collect(),
+            ),
+            ..Default::default()
+        },
+    };
+    let cluster = Arc::new(FileCluster::new(secrets).with(&nova)?.with(&secret)?);
+    let metrics = Metrics::new().map_err(|e| OfflineError::Output(e.to_string()))?;
+    let mut pass = Pass::new(Arc::new(pool), cluster.clone());
+    let outcome = Engine::new(metrics)
+        .run(&crate::novacompute::PIPELINE, &mut pass)
+        .await;
+    rendered(&pass, outcome, &cluster)
 }
 
 /// A multi-document YAML stream.

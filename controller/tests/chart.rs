@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use nova_controller::clusters::Caching;
-use nova_controller::nova;
+use nova_controller::{nova, novacompute};
 use nova_test_harness::helm;
 use serde_json::Value;
 
@@ -102,6 +102,9 @@ fn extra_resources() -> BTreeSet<(String, String)> {
         ("nova.openstack.c5c3.io", "novas"),
         ("nova.openstack.c5c3.io", "novas/status"),
         ("nova.openstack.c5c3.io", "novas/finalizers"),
+        ("nova.openstack.c5c3.io", "novacomputes"),
+        ("nova.openstack.c5c3.io", "novacomputes/status"),
+        ("nova.openstack.c5c3.io", "novacomputes/finalizers"),
         ("events.k8s.io", "events"),
         ("", "pods"),
         ("coordination.k8s.io", "leases"),
@@ -114,10 +117,13 @@ fn extra_resources() -> BTreeSet<(String, String)> {
 /// A (group, resource) pair, as RBAC names a kind.
 type Kind = (String, String);
 
-/// Every kind `nova::controller::kinds()` registers, split by scope.
+/// Every kind both controllers register, split by scope.
 fn registered() -> (BTreeSet<Kind>, BTreeSet<Kind>) {
     let (mut namespaced, mut cluster) = (BTreeSet::new(), BTreeSet::new());
-    for spec in nova::controller::kinds() {
+    for spec in nova::controller::kinds()
+        .into_iter()
+        .chain(novacompute::controller::kinds())
+    {
         let key = (spec.resource.group.clone(), spec.resource.plural.clone());
         if spec.cluster_scoped {
             cluster.insert(key);
@@ -315,10 +321,20 @@ async fn the_controller_may_write_exactly_the_kinds_the_pipeline_applies() {
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/nova.yaml"),
     )
     .expect("sample");
-    let rendered = nova_controller::offline::render(nova, Default::default())
+    let rendered = nova_controller::offline::render(nova.clone(), Default::default())
         .await
         .expect("render");
-    let kinds = nova::controller::kinds();
+    let pool = nova_controller::offline::read_pool(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/novacompute.yaml"),
+    )
+    .expect("sample pool");
+    let pool = nova_controller::offline::render_pool(pool, nova, Default::default())
+        .await
+        .expect("render the pool");
+    let kinds: Vec<_> = nova::controller::kinds()
+        .into_iter()
+        .chain(novacompute::controller::kinds())
+        .collect();
     let plural = |object: &Value| -> Kind {
         let (api_version, kind) = (object["apiVersion"].as_str(), object["kind"].as_str());
         let spec = kinds
@@ -334,7 +350,12 @@ async fn the_controller_may_write_exactly_the_kinds_the_pipeline_applies() {
             });
         (spec.resource.group.clone(), spec.resource.plural.clone())
     };
-    let applied: BTreeSet<Kind> = rendered.objects.iter().map(plural).collect();
+    let applied: BTreeSet<Kind> = rendered
+        .objects
+        .iter()
+        .chain(&pool.objects)
+        .map(plural)
+        .collect();
     assert!(
         applied.len() >= 4,
         "the sample renders children: {applied:?}"

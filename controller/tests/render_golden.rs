@@ -1,5 +1,6 @@
 //! Golden files: the full nova.conf of two fixtures at both releases, logging.ini, the compute
-//! fragment and the remote fragment. `UPDATE_GOLDEN=1 cargo test -p nova-controller --test
+//! fragment and the remote fragment, and the example pool's compute-pool.conf and DaemonSet
+//! as `render -f pool.yaml --nova nova.yaml` prints them. `UPDATE_GOLDEN=1 cargo test -p nova-controller --test
 //! render_golden` rewrites them.
 
 mod render_support;
@@ -223,4 +224,27 @@ fn the_database_jobs_are_pinned() {
         "jobs/db-archive.yaml",
         &yaml(&db_jobs::archive_cron_job(&inputs, &archive)),
     );
+}
+
+#[tokio::test]
+async fn the_example_pool_renders_its_config_map_and_daemonset() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let pool = nova_controller::offline::read_pool(&dir.join("novacompute.yaml")).expect("pool");
+    let nova = nova_controller::offline::read_nova(&dir.join("nova.yaml")).expect("nova");
+    let rendered = nova_controller::offline::render_pool(pool, nova, Default::default())
+        .await
+        .expect("renders");
+    assert_eq!(rendered.stopped, None, "the pipeline runs to its end");
+    let kinds: Vec<&str> = rendered
+        .objects
+        .iter()
+        .filter_map(|o| o["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["ConfigMap", "DaemonSet"]);
+    let conf = rendered.objects[0]["data"]["compute-pool.conf"]
+        .as_str()
+        .expect("compute-pool.conf");
+    assert_golden("novacompute/compute-pool.conf", conf);
+    let daemonset = nova_controller::offline::to_yaml(&rendered.objects[1..]).expect("yaml");
+    assert_golden("novacompute/daemonset.yaml", &daemonset);
 }

@@ -50,3 +50,35 @@ pub fn selector(cr_name: &str, component: &str) -> BTreeMap<String, String> {
         (COMPONENT.to_owned(), component.to_owned()),
     ])
 }
+
+/// `app.kubernetes.io/name` of every NovaCompute child.
+pub const NOVACOMPUTE_APP: &str = "novacompute";
+/// `app.kubernetes.io/managed-by` of every NovaCompute child (the shared `<app>-operator` rule).
+pub const NOVACOMPUTE_MANAGER: &str = "novacompute-operator";
+/// `app.kubernetes.io/component` of the pool DaemonSet and its pods.
+pub const NOVA_COMPUTE_COMPONENT: &str = "nova-compute";
+/// The label a ControlPlane puts on the contract and auth Secrets it mirrors into a pool's
+/// namespace; a pool reaps only Secrets carrying it.
+pub const COMPUTE_CONFIG_MIRROR: &str = "nova.openstack.c5c3.io/compute-config-mirror";
+/// The Node label whose value is a node's availability zone.
+pub const ZONE: &str = "topology.kubernetes.io/zone";
+/// The Node annotation through which the hypervisor operator takes a node's custom traits.
+pub const CUSTOM_TRAITS_ANNOTATION: &str = "nova.openstack.cloud.sap/custom-traits";
+
+/// The common labels of every child of the NovaCompute `cr_name`.
+pub fn novacompute_common(cr_name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (NAME.to_owned(), NOVACOMPUTE_APP.to_owned()),
+        (INSTANCE.to_owned(), cr_name.to_owned()),
+        (MANAGED_BY.to_owned(), NOVACOMPUTE_MANAGER.to_owned()),
+    ])
+}
+
+/// The pod selector of the pool DaemonSet: `name`, `instance` and `component`.
+pub fn novacompute_selector(cr_name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (NAME.to_owned(), NOVACOMPUTE_APP.to_owned()),
+        (INSTANCE.to_owned(), cr_name.to_owned()),
+        (COMPONENT.to_owned(), NOVA_COMPUTE_COMPONENT.to_owned()),
+    ])
+}

@@ -49,6 +49,13 @@ pub fn carries(live: &Value, desired: &Value, manager: &str) -> bool {
     node(&desired, live, Some(fields))
 }
 
+/// Whether `live` holds every value of `desired` (maps may hold more keys, lists are compared
+/// element by element), whoever owns the fields: whether a read object already reflects a
+/// desired part of it, such as a pod template.
+pub fn holds_values(live: &Value, desired: &Value) -> bool {
+    node(desired, live, None)
+}
+
 /// The managed field names of one fieldsV1 node (`f:<name>` entries; `.` marks the node itself).
 fn field_names(fields: &Map<String, Value>) -> impl Iterator<Item = &str> {
     fields.keys().filter_map(|k| k.strip_prefix("f:"))

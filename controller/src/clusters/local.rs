@@ -34,7 +34,7 @@ use kube::{Client, ResourceExt};
 use super::carries::carries;
 use super::{
     Applied, Caching, Child, Cluster, ClusterError, FIELD_MANAGER, JobReport, KindSpec, Labels,
-    Meta, Owner, SecretValues, controller_of, selects,
+    Meta, Owner, SecretValues, controller_of, selector_string, selects,
 };
 use crate::sensitive::Sensitive;
 
@@ -594,6 +594,55 @@ impl Cluster for LocalCluster {
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<Arc<DynamicObject>>, ClusterError>> {
         Box::pin(self.get_object(kind, namespace, name))
+    }
+
+    fn list_metadata_live<'a>(
+        &'a self,
+        kind: &'a ApiResource,
+        namespace: Option<&'a str>,
+        selector: &'a Labels,
+    ) -> BoxFuture<'a, Result<Vec<Meta>, ClusterError>> {
+        Box::pin(async move {
+            let params = ListParams::default().labels(&selector_string(selector));
+            let listed = self
+                .api(kind, namespace)
+                .list_metadata(&params)
+                .await
+                .map_err(|e| ClusterError::Kube {
+                    action: format!("listing {} by {}", kind.plural, selector_string(selector)),
+                    source: e,
+                })?;
+            Ok(listed
+                .items
+                .into_iter()
+                .map(|mut m| {
+                    strip(&mut m.metadata, true);
+                    Arc::new(m)
+                })
+                .collect())
+        })
+    }
+
+    fn metadata_live<'a>(
+        &'a self,
+        kind: &'a ApiResource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Meta>, ClusterError>> {
+        Box::pin(async move {
+            let read = self
+                .api(kind, namespace)
+                .get_metadata_opt(name)
+                .await
+                .map_err(|e| ClusterError::Kube {
+                    action: format!("reading {} {}", kind.kind, describe(namespace, name)),
+                    source: e,
+                })?;
+            Ok(read.map(|mut m| {
+                strip(&mut m.metadata, true);
+                Arc::new(m)
+            }))
+        })
     }
 
     fn metadata(

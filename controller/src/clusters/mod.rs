@@ -136,6 +136,13 @@ pub enum ClusterError {
     },
 }
 
+impl ClusterError {
+    /// Whether the API server refused the call for lack of rights (HTTP 403).
+    pub fn is_forbidden(&self) -> bool {
+        matches!(self, ClusterError::Kube { source: kube::Error::Api(status), .. } if status.code == 403)
+    }
+}
+
 /// The CR a child belongs to: what the handle stamps on every child it applies.
 #[derive(Clone, Debug)]
 pub struct Owner {
@@ -340,6 +347,25 @@ pub trait Cluster: Send + Sync {
         selector: &Labels,
     ) -> Result<Vec<Meta>, ClusterError>;
 
+    /// The metadata of every object of `kind` carrying every label of `selector`, read from
+    /// the API server, never from a cache (`namespace` None for a cluster-scoped kind): for
+    /// kinds no watch may hold, such as Nodes, whose informer cannot sync on a
+    /// namespace-scoped install. Needs no registration.
+    fn list_metadata_live<'a>(
+        &'a self,
+        kind: &'a ApiResource,
+        namespace: Option<&'a str>,
+        selector: &'a Labels,
+    ) -> BoxFuture<'a, Result<Vec<Meta>, ClusterError>>;
+
+    /// The metadata of one object, read from the API server; None when it does not exist.
+    fn metadata_live<'a>(
+        &'a self,
+        kind: &'a ApiResource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Meta>, ClusterError>>;
+
     /// Whether the cluster serves a registered kind (the capability probe of an optional
     /// kind: for the management cluster a latch probed once at start-up).
     fn served(&self, kind: &ApiResource) -> Result<bool, ClusterError>;
@@ -389,6 +415,15 @@ pub trait Cluster: Send + Sync {
         selector: &'a Labels,
         keep: &'a [String],
     ) -> BoxFuture<'a, Result<usize, ClusterError>>;
+}
+
+/// A selector as the API's `labelSelector` parameter (`k=v,k2=v2`).
+pub fn selector_string(selector: &Labels) -> String {
+    selector
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Whether `labels` carries every term of `selector`.

@@ -14,7 +14,9 @@ use nova_api::v1alpha1::Nova;
 use super::resolved::Resolved;
 use super::{NovaPass, NovaPlan};
 use crate::clusters::ClusterExt;
-use crate::pipeline::{Plan, Prune, StepError, StepFuture, observe_then_plan};
+use crate::pipeline::{
+    ConditionType, Plan, PlanOf, Prune, Reconciled, StepError, StepFuture, observe_then_plan,
+};
 use crate::render::children::{config_map, config_selector};
 use crate::render::{self, RenderedConfig};
 
@@ -100,7 +102,7 @@ pub fn plan(nova: &Nova, observed: &Observed, _: &Resolved) -> NovaPlan {
 
 /// The current ConfigMap and the newest [`HISTORY`] others this Nova controls (newest by
 /// creationTimestamp, ties by name descending).
-fn kept(current: &str, history: &[Historical]) -> Vec<String> {
+pub fn kept(current: &str, history: &[Historical]) -> Vec<String> {
     let mut others: Vec<&Historical> = history
         .iter()
         .filter(|h| h.name != current && h.controlled)
@@ -132,14 +134,23 @@ pub fn extra_config_health(rendered: &RenderedConfig) -> (bool, Reason, String) 
     }
 }
 
-/// Sets ExtraConfigHealthy, with a Warning event only when the verdict is new.
 fn report_extra_config(nova: &Nova, rendered: &RenderedConfig) -> NovaPlan {
+    report_extra_config_of(nova, NovaConditionType::ExtraConfigHealthy, rendered)
+}
+
+/// Sets ExtraConfigHealthy (`type_`) of any kind, with a Warning event only when the verdict
+/// is new.
+pub fn report_extra_config_of<K: Reconciled>(
+    cr: &K,
+    type_: K::Condition,
+    rendered: &RenderedConfig,
+) -> PlanOf<K> {
     let (ok, reason, message) = extra_config_health(rendered);
-    let type_ = NovaConditionType::ExtraConfigHealthy;
-    let previous = nova
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == type_.as_str()));
+    let mut status = cr.status().cloned().unwrap_or_default();
+    let previous = K::conditions(&mut status)
+        .iter()
+        .find(|c| c.type_ == type_.as_str())
+        .cloned();
     let new_verdict = previous.is_none_or(|c| c.status != "False" || c.message != message);
     let plan = Plan::proceed();
     let plan = if !ok && new_verdict {

@@ -186,6 +186,7 @@ pub async fn run(
         clusters: Clusters::new(cluster.clone()),
         engine: Engine::new(metrics),
         backoff: Backoff::default(),
+        shared: Arc::default(),
         client: client.clone(),
     });
     let novas: Api<Nova> = match &options.scope {

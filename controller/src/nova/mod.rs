@@ -93,6 +93,7 @@ impl Reconciled for Nova {
     type Resolved = resolved::Resolved;
     type StatusUpdate = resolved::StatusUpdate;
     type Condition = C;
+    type Shared = ();
 
     const FINALIZER: &'static str = FINALIZER;
     const TARGET_GATE: C = C::SecretsReady;
@@ -105,7 +106,7 @@ impl Reconciled for Nova {
         &PIPELINE
     }
 
-    fn cleanup() -> &'static [Stage<Self>] {
+    fn cleanup(&self) -> &'static [Stage<Self>] {
         &CLEANUP
     }
 

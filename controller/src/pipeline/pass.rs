@@ -41,8 +41,9 @@ pub trait Merge {
     fn merge(&mut self, later: Self);
 }
 
-/// A kind the shared skeleton reconciles (Nova now, NovaCompute next): its status shape, what
-/// its steps resolve for each other, its finalizer and its pipeline tables.
+/// A kind the shared skeleton reconciles (Nova, NovaCompute): its status shape, what its steps
+/// resolve for each other, what its controller shares with every pass, its finalizer and its
+/// pipeline tables.
 pub trait Reconciled:
     Resource<DynamicType = (), Scope = NamespaceResourceScope>
     + Clone
@@ -61,6 +62,9 @@ pub trait Reconciled:
     type StatusUpdate: Clone + Debug + PartialEq + Send + Sync;
     /// The condition types.
     type Condition: ConditionType;
+    /// What the kind's controller shares with every pass (an index over its CRs, say); the
+    /// default value stands in where no controller runs (`render`, unit tests).
+    type Shared: Default + Send + Sync + 'static;
 
     /// The service finalizer.
     const FINALIZER: &'static str;
@@ -71,8 +75,9 @@ pub trait Reconciled:
     fn aggregated() -> &'static [Self::Condition];
     /// The pipeline of a live CR.
     fn pipeline() -> &'static [Stage<Self>];
-    /// The steps a deleting CR runs before its finalizer is released.
-    fn cleanup() -> &'static [Stage<Self>];
+    /// The steps a deleting CR runs before its finalizer is released, chosen from the CR as
+    /// the pass read it. The finalizer is released once they all go on.
+    fn cleanup(&self) -> &'static [Stage<Self>];
     /// The stored status.
     fn status(&self) -> Option<&Self::Status>;
     /// The conditions of a status.
@@ -112,6 +117,8 @@ pub struct Pass<K: Reconciled> {
     pub cluster: Arc<dyn Cluster>,
     /// Who the children belong to (stamped on every apply).
     pub owner: Owner,
+    /// What the kind's controller shares with every pass.
+    pub shared: Arc<K::Shared>,
     /// What the steps resolved so far.
     pub resolved: K::Resolved,
     /// The last verdict per condition type (the status write turns them into conditions).
@@ -125,13 +132,19 @@ pub struct Pass<K: Reconciled> {
 }
 
 impl<K: Reconciled> Pass<K> {
-    /// A pass over `cr` whose children live on `cluster`.
+    /// A pass over `cr` whose children live on `cluster`, with nothing shared.
     pub fn new(cr: Arc<K>, cluster: Arc<dyn Cluster>) -> Self {
+        Self::with_shared(cr, cluster, Arc::default())
+    }
+
+    /// A pass over `cr` whose children live on `cluster`, with what its controller shares.
+    pub fn with_shared(cr: Arc<K>, cluster: Arc<dyn Cluster>, shared: Arc<K::Shared>) -> Self {
         let owner = Owner::of(&*cr, cr.common_labels());
         Self {
             cr,
             cluster,
             owner,
+            shared,
             resolved: K::Resolved::default(),
             verdicts: Vec::new(),
             updates: Vec::new(),
@@ -165,5 +178,10 @@ impl<K: Reconciled> Pass<K> {
     /// The events this pass publishes.
     pub fn events(&self) -> &[EventNote] {
         &self.events
+    }
+
+    /// Whether the pass reported anything for the status (a verdict or a status field).
+    pub fn reported(&self) -> bool {
+        !self.verdicts.is_empty() || !self.updates.is_empty()
     }
 }

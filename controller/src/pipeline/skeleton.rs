@@ -43,6 +43,8 @@ pub struct Context<K: Reconciled> {
     pub recorder: Recorder,
     /// The per-object failure back-off.
     pub backoff: Backoff<K>,
+    /// What the kind's controller shares with every pass.
+    pub shared: Arc<K::Shared>,
 }
 
 /// A failed pass. Its text names the step, so one log line says where it failed.
@@ -111,11 +113,16 @@ pub async fn reconcile<K: Reconciled>(
             .await;
         }
     };
-    let mut pass = Pass::new(cr.clone(), cluster);
+    let mut pass = Pass::with_shared(cr.clone(), cluster, ctx.shared.clone());
     if deleting {
-        let outcome = ctx.engine.run(K::cleanup(), &mut pass).await;
+        let outcome = ctx.engine.run(cr.cleanup(), &mut pass).await;
         publish(&ctx, &cr, pass.events()).await;
-        return match outcome? {
+        // A cleanup that reports (a drain moving its node ledger) writes its status before the
+        // finalizer goes; one that reports nothing writes none.
+        let status = pass
+            .reported()
+            .then(|| next_status(&*cr, pass.verdicts(), &pass.updates));
+        return match settle(&api, &cr, outcome, status.as_ref()).await? {
             Flow::Continue => {
                 remove_finalizer(&api, &*cr).await?;
                 K::forget_metrics(
@@ -159,17 +166,34 @@ async fn finish<K: Reconciled>(
         &cr.name_any(),
         ready,
     );
-    let before = cr.status().cloned().unwrap_or_default();
-    let written = super::status::persist(api, &cr.name_any(), &before, status, FIELD_MANAGER).await;
-    match (outcome, written) {
-        (Ok(flow), Ok(_)) => {
-            ctx.backoff.forget(&ObjectRef::from_obj(&**cr));
-            Ok(match flow {
-                Flow::Continue => Action::requeue(RESYNC),
-                Flow::RequeueAfter(after) => Action::requeue(after),
-            })
+    let flow = settle(api, cr, outcome, Some(status)).await?;
+    ctx.backoff.forget(&ObjectRef::from_obj(&**cr));
+    Ok(match flow {
+        Flow::Continue => Action::requeue(RESYNC),
+        Flow::RequeueAfter(after) => Action::requeue(after),
+    })
+}
+
+/// Writes `status` when there is one and it differs from the stored one, then settles the
+/// pass: its flow, or its failure (the pipeline's, the status write's, or both).
+async fn settle<K: Reconciled>(
+    api: &Api<K>,
+    cr: &Arc<K>,
+    outcome: Result<Flow, PipelineError>,
+    status: Option<&K::Status>,
+) -> Result<Flow, ReconcileError> {
+    let written = match status {
+        Some(status) => {
+            let before = cr.status().cloned().unwrap_or_default();
+            super::status::persist(api, &cr.name_any(), &before, status, FIELD_MANAGER)
+                .await
+                .map(|_| ())
         }
-        (Err(pipeline), Ok(_)) => Err(ReconcileError::Pipeline(pipeline)),
+        None => Ok(()),
+    };
+    match (outcome, written) {
+        (Ok(flow), Ok(())) => Ok(flow),
+        (Err(pipeline), Ok(())) => Err(ReconcileError::Pipeline(pipeline)),
         (Ok(_), Err(status)) => Err(ReconcileError::Status(status)),
         (Err(pipeline), Err(status)) => Err(ReconcileError::Both { pipeline, status }),
     }

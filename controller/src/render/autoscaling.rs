@@ -65,6 +65,16 @@ pub fn api_hpa(
 /// The VerticalPodAutoscaler of the Deployment `deployment` (`common-types.md` §3.18): the
 /// requests of every container, cpu and memory, within the opted-in bounds.
 pub fn vpa(deployment: &str, spec: &VerticalAutoscalingSpec) -> crate::clusters::Child {
+    vpa_of("Deployment", deployment, spec)
+}
+
+/// The VerticalPodAutoscaler named like the `apps/v1` workload it targets (`target_kind`
+/// `workload`).
+pub fn vpa_of(
+    target_kind: &str,
+    workload: &str,
+    spec: &VerticalAutoscalingSpec,
+) -> crate::clusters::Child {
     let kind = crate::clusters::kinds::vertical_pod_autoscaler();
     let mut update_policy = json!({ "updateMode": spec.update_mode });
     if let Some(min) = spec.min_replicas {
@@ -84,12 +94,12 @@ pub fn vpa(deployment: &str, spec: &VerticalAutoscalingSpec) -> crate::clusters:
     let body = json!({
         "apiVersion": kind.api_version,
         "kind": kind.kind,
-        "metadata": { "name": deployment },
+        "metadata": { "name": workload },
         "spec": {
-            "targetRef": { "apiVersion": "apps/v1", "kind": "Deployment", "name": deployment },
+            "targetRef": { "apiVersion": "apps/v1", "kind": target_kind, "name": workload },
             "updatePolicy": update_policy,
             "resourcePolicy": { "containerPolicies": [container] }
         }
     });
-    crate::clusters::Child::dynamic(kind, deployment, body)
+    crate::clusters::Child::dynamic(kind, workload, body)
 }

@@ -27,13 +27,26 @@ pub fn config_selector(nova: &str) -> BTreeMap<String, String> {
 
 /// The immutable, content-addressed ConfigMap one render produces.
 pub fn config_map(nova: &str, rendered: &RenderedConfig) -> Child {
+    content_addressed(
+        rendered.config_map_name(nova),
+        config_selector(nova),
+        &rendered.documents,
+    )
+}
+
+/// An immutable ConfigMap `name` holding `data`, labelled with its history's `selector`.
+pub fn content_addressed(
+    name: String,
+    selector: BTreeMap<String, String>,
+    data: &BTreeMap<String, String>,
+) -> Child {
     Child::new(&ConfigMap {
         metadata: ObjectMeta {
-            name: Some(rendered.config_map_name(nova)),
-            labels: Some(config_selector(nova)),
+            name: Some(name),
+            labels: Some(selector),
             ..Default::default()
         },
-        data: Some(rendered.documents.clone()),
+        data: Some(data.clone()),
         immutable: Some(true),
         ..Default::default()
     })

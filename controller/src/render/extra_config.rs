@@ -46,13 +46,24 @@ pub fn check(extra: &ExtraConfig) -> Result<(), RenderError> {
     Ok(())
 }
 
-/// The operator-owned keys `extra` sets, sorted by section then key, each once.
+/// The keys one kind's renderer owns (`owned_keys::nova`, `owned_keys::novacompute`).
+pub type Registry<I> = fn() -> I;
+
+/// The Nova-owned keys `extra` sets, sorted by section then key, each once.
 pub fn overridden_owned_keys(extra: &ExtraConfig) -> Vec<OwnedKey> {
+    overridden_keys_of(extra, owned_keys::nova)
+}
+
+/// The keys of `registry` that `extra` sets, sorted by section then key, each once.
+pub fn overridden_keys_of<I: Iterator<Item = &'static OwnedKey>>(
+    extra: &ExtraConfig,
+    registry: Registry<I>,
+) -> Vec<OwnedKey> {
     let mut found: BTreeMap<(&str, &str), OwnedKey> = BTreeMap::new();
     for (section, options) in extra {
         for key in options.keys() {
-            if let Some(owned) = owned_keys::nova()
-                .find(|owned| owned.key == key && section_matches(owned.section, section))
+            if let Some(owned) =
+                registry().find(|owned| owned.key == key && section_matches(owned.section, section))
             {
                 found.insert((owned.section, owned.key), *owned);
             }
@@ -61,10 +72,21 @@ pub fn overridden_owned_keys(extra: &ExtraConfig) -> Vec<OwnedKey> {
     found.into_values().collect()
 }
 
-/// Checks `extra` and merges it over `doc` (user wins), returning the overridden owned keys.
+/// Checks `extra` and merges it over nova.conf's `doc` (user wins), returning the overridden
+/// Nova-owned keys.
 pub(crate) fn merge(
     doc: &mut IniDocument,
     extra: Option<&ExtraConfig>,
+) -> Result<Vec<OwnedKey>, RenderError> {
+    merge_over(doc, extra, owned_keys::nova)
+}
+
+/// Checks `extra` and merges it over `doc` (user wins), returning the overridden keys of
+/// `registry`.
+pub(crate) fn merge_over<I: Iterator<Item = &'static OwnedKey>>(
+    doc: &mut IniDocument,
+    extra: Option<&ExtraConfig>,
+    registry: Registry<I>,
 ) -> Result<Vec<OwnedKey>, RenderError> {
     let Some(extra) = extra else {
         return Ok(Vec::new());
@@ -82,5 +104,5 @@ pub(crate) fn merge(
             merged.insert(key.clone(), value.clone());
         }
     }
-    Ok(overridden_owned_keys(extra))
+    Ok(overridden_keys_of(extra, registry))
 }

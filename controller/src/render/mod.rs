@@ -20,6 +20,8 @@
 pub mod autoscaling;
 pub mod children;
 mod compute_contract;
+pub mod compute_daemonset;
+pub mod compute_pool;
 mod config_map;
 pub mod db_jobs;
 pub mod db_scripts;

@@ -278,7 +278,8 @@ pub struct PodInputs<'a> {
     pub broker_port: Option<u16>,
 }
 
-fn from_secret(var: &str, secret: &str, key: &str) -> EnvVar {
+/// `var` from key `key` of Secret `secret`.
+pub fn from_secret(var: &str, secret: &str, key: &str) -> EnvVar {
     EnvVar {
         name: var.to_owned(),
         value_from: Some(EnvVarSource {
@@ -599,6 +600,15 @@ pub fn resources(
     written: Option<&ResourceRequirements>,
     memory_mebibytes: i64,
 ) -> ResourceRequirements {
+    resources_defaulted(written, CPU_REQUEST, memory_mebibytes)
+}
+
+/// [`resources`] with `cpu_request` as the CPU default.
+pub fn resources_defaulted(
+    written: Option<&ResourceRequirements>,
+    cpu_request: &str,
+    memory_mebibytes: i64,
+) -> ResourceRequirements {
     let mut out = written.cloned().unwrap_or_default();
     let named = |res: &str, out: &ResourceRequirements| {
         names(out.requests.as_ref(), res) || names(out.limits.as_ref(), res)
@@ -606,7 +616,7 @@ pub fn resources(
     if !named("cpu", &out) {
         out.requests
             .get_or_insert_with(BTreeMap::new)
-            .insert("cpu".to_owned(), Quantity(CPU_REQUEST.to_owned()));
+            .insert("cpu".to_owned(), Quantity(cpu_request.to_owned()));
     }
     if !named("memory", &out) {
         let memory = Quantity(format!("{memory_mebibytes}Mi"));

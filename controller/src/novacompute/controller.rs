@@ -1,0 +1,394 @@
+//! The NovaCompute controller's watches (`nova-reconciler.txt`, "Watches"): its pools
+//! (status-only updates filtered), the DaemonSet, ConfigMaps and VPA they own, a Nova's spec
+//! and the two status fields a pool waits on, the siblings of a pool whose spec, deletion or
+//! held nodes changed, the `<nova>-compute-config` Secret, and Node label changes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::channel::mpsc;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
+use kube::api::Api;
+use kube::core::ApiResource;
+use kube::runtime::controller::{self, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
+use kube::{Client, Resource, ResourceExt};
+use nova_api::v1alpha1::{NodePhase, Nova, NovaCompute};
+
+use super::pools::{Pools, nova_key};
+use super::{held, ledger};
+use crate::clusters::{
+    Caching, Cluster, ClusterExt, Clusters, KindSpec, LocalCluster, Meta, kinds, selects,
+};
+use crate::metrics::Metrics;
+use crate::pipeline::Engine;
+use crate::pipeline::backoff::Backoff;
+use crate::pipeline::index::ObjectKey;
+use crate::pipeline::skeleton::{Context, error_policy, reconcile};
+
+/// Every kind the NovaCompute steps read or the controller watches: the Nova (whole, small),
+/// the contract Secret and the owned ConfigMaps and DaemonSet (content on demand), the VPA,
+/// and Node metadata, watched only for label changes and only on a cluster-wide install (a
+/// cluster-scoped kind is never watched under `--namespace`; the steps read Nodes live).
+pub fn kinds() -> Vec<KindSpec> {
+    vec![
+        KindSpec::of::<Nova>(Caching::Full),
+        KindSpec::of::<Secret>(Caching::OnDemand),
+        KindSpec::of::<ConfigMap>(Caching::OnDemand),
+        KindSpec::of::<DaemonSet>(Caching::OnDemand),
+        KindSpec::external(kinds::vertical_pod_autoscaler(), Caching::Full),
+        KindSpec::of::<Node>(Caching::Metadata).cluster_scoped(),
+    ]
+}
+
+/// What a pool's siblings react to: its spec, the start of its deletion, and which nodes it
+/// holds in which phase and zone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Fingerprint {
+    generation: Option<i64>,
+    deleting: bool,
+    held: Vec<(String, NodePhase, Option<String>)>,
+}
+
+impl Fingerprint {
+    fn of(pool: &NovaCompute) -> Self {
+        Self {
+            generation: pool.metadata.generation,
+            deleting: pool.metadata.deletion_timestamp.is_some(),
+            held: ledger(pool)
+                .iter()
+                .filter(|e| held(e))
+                .map(|e| (e.name.clone(), e.phase, e.zone.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// Wakes the siblings of a pool whose fingerprint changed (or that is gone).
+struct SiblingWake {
+    pools: Arc<Pools>,
+    seen: Mutex<HashMap<ObjectRef<NovaCompute>, Fingerprint>>,
+    wake: mpsc::UnboundedSender<ObjectRef<NovaCompute>>,
+}
+
+impl SiblingWake {
+    fn follow(&self, event: &watcher::Event<NovaCompute>) {
+        let (pool, gone) = match event {
+            watcher::Event::Apply(pool) | watcher::Event::InitApply(pool) => (pool, false),
+            watcher::Event::Delete(pool) => (pool, true),
+            watcher::Event::Init | watcher::Event::InitDone => return,
+        };
+        let key = ObjectRef::from_obj(pool);
+        let changed = {
+            let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+            if gone {
+                seen.remove(&key);
+                true
+            } else {
+                let now = Fingerprint::of(pool);
+                seen.insert(key.clone(), now.clone())
+                    .is_none_or(|before| before != now)
+            }
+        };
+        if !changed {
+            return;
+        }
+        let ns = pool.namespace().unwrap_or_default();
+        for sibling in self
+            .pools
+            .referencing(&nova_key(&ns, &pool.spec.nova_ref.name))
+        {
+            if sibling != key {
+                let _ = self.wake.unbounded_send(sibling);
+            }
+        }
+    }
+}
+
+/// The pools owning an object (controller reference to a NovaCompute).
+fn owners(meta: &Meta) -> Vec<ObjectRef<NovaCompute>> {
+    let ns = meta.namespace().unwrap_or_default();
+    let api_version = NovaCompute::api_version(&());
+    meta.owner_references()
+        .iter()
+        .filter(|o| o.kind == "NovaCompute" && o.api_version == api_version)
+        .map(|o| ObjectRef::new(&o.name).within(&ns))
+        .collect()
+}
+
+/// What a pool waits on in its Nova.
+type NovaView = (Option<i64>, Option<String>, Option<String>);
+
+fn nova_view(nova: &Nova) -> NovaView {
+    let status = nova.status.as_ref();
+    (
+        nova.metadata.generation,
+        status.and_then(|s| s.installed_release.clone()),
+        status.and_then(|s| s.compute_config_secret_ref.as_ref().map(|r| r.name.clone())),
+    )
+}
+
+/// The pools a Node concerns when its labels changed: those selecting it before or after, and
+/// those holding it.
+fn pools_of_node(
+    pools: &Pools,
+    name: &str,
+    before: Option<&BTreeMap<String, String>>,
+    after: Option<&BTreeMap<String, String>>,
+) -> Vec<ObjectRef<NovaCompute>> {
+    pools
+        .all()
+        .iter()
+        .filter(|p| {
+            let selector = &p.spec.node_selector;
+            selects(selector, before)
+                || selects(selector, after)
+                || ledger(p).iter().any(|e| e.name == name)
+        })
+        .map(|p| ObjectRef::from_obj(&**p))
+        .collect()
+}
+
+/// How the controller runs.
+pub struct Options {
+    /// The one namespace a namespace-scoped operator watches; None watches all.
+    pub scope: Option<String>,
+    /// How many pools are reconciled at once (never the same one twice).
+    pub concurrency: u16,
+    /// The instance name events are reported under.
+    pub instance: Option<String>,
+}
+
+/// Runs the NovaCompute controller over `cluster` (whose caches must have synced) until
+/// `shutdown` resolves.
+pub async fn run(
+    client: Client,
+    metrics: Metrics,
+    cluster: Arc<LocalCluster>,
+    options: Options,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let reporter = Reporter {
+        controller: "novacompute-controller".into(),
+        instance: options.instance,
+    };
+    let api: Api<NovaCompute> = match &options.scope {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let (reader, writer) = reflector::store();
+    let pools = Arc::new(Pools::new(reader.clone()));
+    let ctx = Arc::new(Context::<NovaCompute> {
+        recorder: Recorder::new(client.clone(), reporter),
+        clusters: Clusters::new(cluster.clone()),
+        engine: Engine::new(metrics),
+        backoff: Backoff::default(),
+        shared: pools.clone(),
+        client,
+    });
+    let (wake, woken) = mpsc::unbounded();
+    let siblings = Arc::new(SiblingWake {
+        pools: pools.clone(),
+        seen: Mutex::default(),
+        wake,
+    });
+    let followed = {
+        let (pools, siblings, ctx) = (pools.clone(), siblings.clone(), ctx.clone());
+        move |event: watcher::Event<NovaCompute>| {
+            pools.follow(&event);
+            siblings.follow(&event);
+            if let watcher::Event::Delete(pool) = &event {
+                ctx.backoff.forget(&ObjectRef::from_obj(pool));
+            }
+            event
+        }
+    };
+    // Status-only updates do not wake a pool: generation, labels, annotations and the deletion
+    // timestamp do; finalizer edits are our own.
+    let main = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .map_ok(followed)
+        .reflect(writer)
+        .applied_objects()
+        .predicate_filter(
+            predicates::generation
+                .combine(predicates::labels)
+                .combine(predicates::annotations)
+                .combine(deletion_started),
+            Default::default(),
+        );
+    let owned = futures::stream::select_all(
+        [
+            ApiResource::erase::<ConfigMap>(&()),
+            ApiResource::erase::<DaemonSet>(&()),
+            kinds::vertical_pod_autoscaler(),
+        ]
+        .map(|kind| cluster.subscribe(&kind)),
+    )
+    .flat_map(|meta| futures::stream::iter(owners(&meta)));
+    let contracts = {
+        let pools = pools.clone();
+        let secret = ApiResource::erase::<Secret>(&());
+        cluster.subscribe(&secret).flat_map(move |meta| {
+            let key = ObjectKey::new(
+                &secret,
+                &meta.namespace().unwrap_or_default(),
+                &meta.name_any(),
+            );
+            futures::stream::iter(pools.referencing(&key))
+        })
+    };
+    let novas = {
+        let pools = pools.clone();
+        let seen: Arc<Mutex<HashMap<(String, String), NovaView>>> = Arc::default();
+        let reader = cluster.clone();
+        cluster
+            .subscribe(&ApiResource::erase::<Nova>(&()))
+            .then(move |meta| {
+                let reader = reader.clone();
+                async move {
+                    let (ns, name) = (meta.namespace().unwrap_or_default(), meta.name_any());
+                    let view = match reader.get_typed::<Nova>(&ns, &name).await {
+                        Ok(nova) => nova.as_ref().map(nova_view),
+                        Err(_) => None,
+                    };
+                    (ns, name, view)
+                }
+            })
+            .flat_map(move |(ns, name, view)| {
+                let changed = {
+                    let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+                    let key = (ns.clone(), name.clone());
+                    match view {
+                        Some(view) => seen.insert(key, view.clone()).is_none_or(|b| b != view),
+                        None => seen.remove(&key).is_some(),
+                    }
+                };
+                let woken = match changed {
+                    true => pools.referencing(&nova_key(&ns, &name)),
+                    false => Vec::new(),
+                };
+                futures::stream::iter(woken)
+            })
+    };
+    let nodes = {
+        let (pools, cluster) = (pools.clone(), cluster.clone());
+        let seen: Arc<Mutex<HashMap<String, BTreeMap<String, String>>>> = Arc::default();
+        let kind = ApiResource::erase::<Node>(&());
+        cluster.subscribe(&kind).flat_map(move |meta| {
+            let name = meta.name_any();
+            let exists = matches!(cluster.metadata(&kind, "", &name), Ok(Some(_)));
+            let after = exists.then(|| meta.labels().clone());
+            let before = {
+                let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
+                match &after {
+                    Some(labels) => seen.insert(name.clone(), labels.clone()),
+                    None => seen.remove(&name),
+                }
+            };
+            let woken = match before.as_ref() == after.as_ref() {
+                true => Vec::new(),
+                false => pools_of_node(&pools, &name, before.as_ref(), after.as_ref()),
+            };
+            futures::stream::iter(woken)
+        })
+    };
+    let triggers = futures::stream::select_all([
+        owned.boxed(),
+        contracts.boxed(),
+        novas.boxed(),
+        nodes.boxed(),
+        woken.boxed(),
+    ]);
+    Controller::for_stream(main, reader)
+        .with_config(controller::Config::default().concurrency(options.concurrency))
+        .reconcile_on(triggers)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile::<NovaCompute>, error_policy::<NovaCompute>, ctx)
+        .for_each(|result| async move {
+            match result {
+                // Already logged once, by the error policy.
+                Err(controller::Error::ReconcilerFailed(..)) | Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "the NovaCompute controller could not schedule a reconcile")
+                }
+            }
+        })
+        .await;
+}
+
+/// A predicate that changes once, when the pool starts terminating.
+fn deletion_started(pool: &NovaCompute) -> Option<u64> {
+    Some(u64::from(pool.meta().deletion_timestamp.is_some()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::novacompute::fixtures::pool;
+    use nova_api::v1alpha1::{NovaComputeNodeStatus, NovaComputeStatus};
+
+    fn entry(name: &str, phase: NodePhase) -> NovaComputeNodeStatus {
+        NovaComputeNodeStatus {
+            name: name.into(),
+            phase,
+            zone: Some("az1".into()),
+            service_id: None,
+            service_status: None,
+            service_state: None,
+            disabled_reason: None,
+            instances: None,
+            conflicts_with: None,
+            traits: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn siblings_wake_on_held_nodes_phase_and_zone_not_on_other_status() {
+        let mut pool = pool();
+        let before = Fingerprint::of(&pool);
+        pool.status = Some(NovaComputeStatus {
+            number_ready: 3,
+            ..Default::default()
+        });
+        assert_eq!(
+            Fingerprint::of(&pool),
+            before,
+            "counters do not wake siblings"
+        );
+        pool.status = Some(NovaComputeStatus {
+            nodes: vec![entry("n1", NodePhase::Conflict)],
+            ..Default::default()
+        });
+        assert_eq!(Fingerprint::of(&pool), before, "a conflict holds nothing");
+        pool.status = Some(NovaComputeStatus {
+            nodes: vec![entry("n1", NodePhase::Pending)],
+            ..Default::default()
+        });
+        let pending = Fingerprint::of(&pool);
+        assert_ne!(pending, before);
+        pool.status = Some(NovaComputeStatus {
+            nodes: vec![entry("n1", NodePhase::Active)],
+            ..Default::default()
+        });
+        assert_ne!(Fingerprint::of(&pool), pending, "a phase change wakes them");
+    }
+
+    #[test]
+    fn a_nova_wakes_its_pools_on_its_spec_and_the_two_status_fields() {
+        let mut nova = crate::novacompute::fixtures::nova();
+        let view = nova_view(&nova);
+        if let Some(s) = nova.status.as_mut() {
+            s.observed_generation = Some(9);
+        }
+        assert_eq!(nova_view(&nova), view, "other status fields do not");
+        if let Some(s) = nova.status.as_mut() {
+            s.installed_release = Some("2026.2".into());
+        }
+        assert_ne!(nova_view(&nova), view);
+    }
+}

@@ -1,0 +1,152 @@
+//! The NovaCompute controller (`novacompute.md`, `nova-reconciler.txt` "NovaCompute"): its
+//! pipeline tables, its steps (one file each: observe through the cluster handle, then a pure
+//! plan), its teardown, its watches and the pool index they share.
+
+pub mod compute_vpa;
+pub mod controller;
+pub mod daemonset;
+#[cfg(test)]
+pub(crate) mod fixtures;
+pub mod nodes;
+pub mod nova_ref;
+pub mod pool_config;
+pub mod pools;
+pub mod resolved;
+pub mod teardown;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::ResourceExt;
+use nova_api::conditions::NovaComputeConditionType as C;
+use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
+
+use crate::pipeline::{Pass, PlanOf, Reconciled, Stage, StepFuture, seq};
+
+/// One pass over one NovaCompute.
+pub type NovaComputePass = Pass<NovaCompute>;
+/// A NovaCompute step's plan.
+pub type NovaComputePlan = PlanOf<NovaCompute>;
+
+/// The finalizer that holds a pool until its nodes are drained and released.
+pub const FINALIZER: &str = "nova.openstack.c5c3.io/compute-drain";
+
+/// A `Releasing` node, and a node dropped in this pass.
+pub const REQUEUE_COMPUTE_RELEASE_POLLING: Duration = Duration::from_secs(10);
+/// A registered node whose host is not mapped yet.
+pub const REQUEUE_HOST_DISCOVERY_POLLING: Duration = Duration::from_secs(10);
+/// A `Draining` or `Pending` node; the retry after a failed Keystone, Nova or Placement call;
+/// the Traits polls; an unfinished teardown pass.
+pub const REQUEUE_COMPUTE_DRAIN_POLLING: Duration = Duration::from_secs(30);
+/// A pool whose nodes are all settled.
+pub const REQUEUE_COMPUTE_SERVICE_POLLING: Duration = Duration::from_secs(60);
+
+const NOVA_REF: Stage<NovaCompute> = seq("NovaRef", C::NovaReady, nova_ref::run);
+const NODES: Stage<NovaCompute> = seq("Nodes", C::NodesReady, nodes::run);
+const POOL_CONFIG: Stage<NovaCompute> = seq("PoolConfig", C::ConfigReady, pool_config::run);
+const DAEMON_SET: Stage<NovaCompute> = seq("DaemonSet", C::DaemonSetReady, daemonset::run);
+const COMPUTE_VPA: Stage<NovaCompute> = seq("ComputeVPA", C::VPAReady, compute_vpa::run);
+const TEARDOWN: Stage<NovaCompute> = seq("Teardown", C::NovaReady, teardown::run);
+
+/// The pipeline of a live pool, in call order. Each row names a file beside this one.
+// The OpenStack side follows ComputeVPA, in this order: Aggregates (AggregatesReady), Services
+// (ServicesReady, which hands its poll to Traits) and Traits (TraitsReady).
+pub static PIPELINE: [Stage<NovaCompute>; 5] =
+    [NOVA_REF, NODES, POOL_CONFIG, DAEMON_SET, COMPUTE_VPA];
+
+/// A deleting pool that still holds a node: the whole pipeline with every held node leaving
+/// (the Draining pods stay through their held terms), then the teardown, which keeps the
+/// finalizers on such a pass.
+// Aggregates, Services and Traits go between ComputeVPA and Teardown, as in the pipeline.
+pub static DRAIN: [Stage<NovaCompute>; 6] = [
+    NOVA_REF,
+    NODES,
+    POOL_CONFIG,
+    DAEMON_SET,
+    COMPUTE_VPA,
+    TEARDOWN,
+];
+
+/// A deleting pool whose ledger is empty: only the Nova side that cleans up behind the last
+/// node, so a pass from a stale copy cannot recreate swept children; the teardown releases the
+/// finalizers when every step before it went on.
+// Aggregates and Traits go between NovaRef and Teardown: a failed call there requeues and so
+// holds the finalizer, and Traits ends the pass while a created trait is left.
+pub static REAP: [Stage<NovaCompute>; 2] = [NOVA_REF, TEARDOWN];
+
+/// Whether a ledger entry is held: every phase but `Conflict`.
+pub fn held(entry: &NovaComputeNodeStatus) -> bool {
+    entry.phase != NodePhase::Conflict
+}
+
+/// The ledger a pass began with.
+pub fn ledger(pool: &NovaCompute) -> &[NovaComputeNodeStatus] {
+    pool.status.as_ref().map_or(&[], |s| s.nodes.as_slice())
+}
+
+/// A step of the Nova side: on a deleting pool whose Nova is gone it goes on and reports
+/// nothing, so the teardown skips to the mirror reap and the release.
+pub fn nova_side<'a>(
+    pass: &'a NovaComputePass,
+    run: fn(&'a NovaComputePass) -> StepFuture<'a, NovaCompute>,
+) -> StepFuture<'a, NovaCompute> {
+    if pass.resolved.nova.is_none() {
+        return Box::pin(async { Ok(NovaComputePlan::proceed()) });
+    }
+    run(pass)
+}
+
+impl Reconciled for NovaCompute {
+    type Status = NovaComputeStatus;
+    type Resolved = resolved::Resolved;
+    type StatusUpdate = resolved::StatusUpdate;
+    type Condition = C;
+    type Shared = pools::Pools;
+
+    const FINALIZER: &'static str = FINALIZER;
+    const TARGET_GATE: C = C::NovaReady;
+
+    fn aggregated() -> &'static [C] {
+        &C::AGGREGATED
+    }
+
+    fn pipeline() -> &'static [Stage<Self>] {
+        &PIPELINE
+    }
+
+    fn cleanup(&self) -> &'static [Stage<Self>] {
+        if ledger(self).is_empty() {
+            &REAP
+        } else {
+            &DRAIN
+        }
+    }
+
+    fn status(&self) -> Option<&NovaComputeStatus> {
+        self.status.as_ref()
+    }
+
+    fn conditions(status: &mut NovaComputeStatus) -> &mut Vec<Condition> {
+        &mut status.conditions
+    }
+
+    fn set_observed_generation(status: &mut NovaComputeStatus, generation: Option<i64>) {
+        status.observed_generation = generation;
+    }
+
+    fn update(status: &mut NovaComputeStatus, update: resolved::StatusUpdate) {
+        update.apply(status);
+    }
+
+    fn common_labels(&self) -> BTreeMap<String, String> {
+        nova_api::labels::novacompute_common(&self.name_any())
+    }
+
+    fn target_cluster(&self) -> Option<&str> {
+        self.spec
+            .target_cluster_ref
+            .as_ref()
+            .map(|t| t.name.as_str())
+    }
+}

@@ -1,0 +1,92 @@
+//! The pool index every NovaCompute pass shares (`novacompute.md` §4.1, the `spec.novaRef.name`
+//! field index of the reference): the pools of each Nova, kept current from the pool watch, so
+//! a pass finds its siblings and an event on a Nova or its contract finds its pools by lookup.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::core::ApiResource;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use nova_api::names::NovaNames;
+use nova_api::v1alpha1::{Nova, NovaCompute};
+
+use crate::pipeline::index::{ObjectKey, ReferenceIndex};
+
+/// What one pool references by name: its Nova and the Nova's compute contract Secret.
+pub fn references(pool: &NovaCompute) -> Vec<ObjectKey> {
+    let ns = pool.namespace().unwrap_or_default();
+    let nova = &pool.spec.nova_ref.name;
+    vec![
+        nova_key(&ns, nova),
+        ObjectKey::new(
+            &ApiResource::erase::<Secret>(&()),
+            &ns,
+            &NovaNames::new(nova).compute_config(),
+        ),
+    ]
+}
+
+/// The index key of the Nova `name` in `namespace`.
+pub fn nova_key(namespace: &str, name: &str) -> ObjectKey {
+    ObjectKey::new(&ApiResource::erase::<Nova>(&()), namespace, name)
+}
+
+/// The pools by what they reference, and the pools as the watch last saw them.
+pub struct Pools {
+    index: ReferenceIndex<NovaCompute>,
+    store: Option<Store<NovaCompute>>,
+}
+
+impl Default for Pools {
+    /// No pool is known (`render`, unit tests).
+    fn default() -> Self {
+        Self {
+            index: ReferenceIndex::new(references),
+            store: None,
+        }
+    }
+}
+
+impl Pools {
+    /// The pools of the watch feeding `store`.
+    pub fn new(store: Store<NovaCompute>) -> Self {
+        Self {
+            store: Some(store),
+            ..Self::default()
+        }
+    }
+
+    /// Follows one event of the pool watch.
+    pub fn follow(&self, event: &watcher::Event<NovaCompute>) {
+        self.index.apply(event);
+    }
+
+    /// The pools referencing `key` (a Nova, or its contract Secret).
+    pub fn referencing(&self, key: &ObjectKey) -> Vec<ObjectRef<NovaCompute>> {
+        self.index.lookup(key)
+    }
+
+    /// The other pools of `pool`'s Nova in its namespace, on any cluster, deleting ones
+    /// included, sorted by name.
+    pub fn siblings(&self, pool: &NovaCompute) -> Vec<Arc<NovaCompute>> {
+        let Some(store) = &self.store else {
+            return Vec::new();
+        };
+        let ns = pool.namespace().unwrap_or_default();
+        let mut siblings: Vec<Arc<NovaCompute>> = self
+            .referencing(&nova_key(&ns, &pool.spec.nova_ref.name))
+            .iter()
+            .filter(|r| r.name != pool.name_any())
+            .filter_map(|r| store.get(r))
+            .collect();
+        siblings.sort_by_key(|p| p.name_any());
+        siblings
+    }
+
+    /// Every pool the watch holds.
+    pub fn all(&self) -> Vec<Arc<NovaCompute>> {
+        self.store.as_ref().map(Store::state).unwrap_or_default()
+    }
+}

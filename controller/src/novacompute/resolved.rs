@@ -1,0 +1,129 @@
+//! What the NovaCompute steps resolve for the steps after them, and the status fields they set.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use nova_api::v1alpha1::{ImageSpec, Nova, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
+
+use crate::pipeline::Merge;
+use crate::sensitive::Sensitive;
+
+/// The Keystone service user the pool calls Keystone, Nova and Placement as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceCredentials {
+    /// `spec.serviceUser.username` of the Nova (default `nova`).
+    pub username: String,
+    /// The project the token is scoped to (default `service`).
+    pub project_name: String,
+    /// The user's domain (default `Default`).
+    pub user_domain_name: String,
+    /// The project's domain (default `Default`).
+    pub project_domain_name: String,
+    /// The password, read on the Nova's cluster.
+    pub password: Sensitive,
+}
+
+/// The Nova a pool joins, as the NovaRef step resolved it.
+#[derive(Clone, Debug)]
+pub struct NovaInputs {
+    /// The Nova as read (its spec carries the region and the endpoint overrides).
+    pub nova: Arc<Nova>,
+    /// The nova-compute image: the pool's own, or the default at the installed release.
+    pub image: ImageSpec,
+    /// The compute contract Secret the pods mount (`status.computeConfigSecretRef`).
+    pub contract_secret: String,
+    /// The Keystone endpoint (`spec.keystoneEndpoint`).
+    pub keystone_url: String,
+    /// The cluster-local compute API URL.
+    pub compute_url: String,
+    /// The service user.
+    pub credentials: ServiceCredentials,
+}
+
+/// The node sets the Nodes step hands on.
+#[derive(Clone, Debug, Default)]
+pub struct NodeSets {
+    /// The ledger as this pass left it, sorted by name.
+    pub ledger: Vec<NovaComputeNodeStatus>,
+    /// Selected nodes another pool holds (`Conflict`): excluded from the pool's affinity term.
+    pub excluded: BTreeSet<String>,
+    /// Held nodes that are leaving with servers possibly on them (`Draining`): each keeps its
+    /// pod through a term of its own.
+    pub kept: BTreeSet<String>,
+    /// Leaving nodes another pool takes over: released without disabling or deleting the
+    /// service.
+    pub handover: BTreeSet<String>,
+    /// Selected or held nodes whose Node carries the custom-traits annotation.
+    pub annotated: BTreeSet<String>,
+    /// The other NovaComputes of the same Nova in the namespace, on any cluster.
+    pub siblings: Vec<Arc<NovaCompute>>,
+}
+
+/// What the pool's config resolved for the DaemonSet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// The `{name}-config-<hash>` ConfigMap the pods mount.
+    pub config_map: String,
+    /// The digest of the contract Secret's data, the pod-template annotation.
+    pub contract_hash: String,
+}
+
+/// Values a step resolved for the steps after it; a later plan replaces only what it sets.
+#[derive(Clone, Debug, Default)]
+pub struct Resolved {
+    /// The Nova, once the NovaRef step resolved it. None on a deleting pool whose Nova is
+    /// gone: the Nova side of the teardown is skipped.
+    pub nova: Option<NovaInputs>,
+    /// The node ledger and sets of this pass.
+    pub nodes: Option<NodeSets>,
+    /// The rendered pool config.
+    pub config: Option<PoolConfig>,
+    /// Whether the DaemonSet step applied the DaemonSet in this pass (the VPA targets only an
+    /// applied one).
+    pub daemonset_applied: bool,
+}
+
+fn later<T>(into: &mut Option<T>, value: Option<T>) {
+    if value.is_some() {
+        *into = value;
+    }
+}
+
+impl Merge for Resolved {
+    fn merge(&mut self, later_plan: Resolved) {
+        later(&mut self.nova, later_plan.nova);
+        later(&mut self.nodes, later_plan.nodes);
+        later(&mut self.config, later_plan.config);
+        self.daemonset_applied |= later_plan.daemonset_applied;
+    }
+}
+
+/// One status field a NovaCompute step sets.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StatusUpdate {
+    /// `status.nodes`, sorted by name.
+    Nodes(Vec<NovaComputeNodeStatus>),
+    /// `status.desiredNumberScheduled` and `status.numberReady`, mirrored from the DaemonSet.
+    Counters {
+        /// Nodes that should run a pod.
+        desired: i32,
+        /// Nodes that run a ready pod.
+        ready: i32,
+    },
+    /// `status.installedImage`.
+    InstalledImage(String),
+}
+
+impl StatusUpdate {
+    /// Writes the field into `status`.
+    pub fn apply(self, status: &mut NovaComputeStatus) {
+        match self {
+            StatusUpdate::Nodes(nodes) => status.nodes = nodes,
+            StatusUpdate::Counters { desired, ready } => {
+                status.desired_number_scheduled = desired;
+                status.number_ready = ready;
+            }
+            StatusUpdate::InstalledImage(image) => status.installed_image = Some(image),
+        }
+    }
+}

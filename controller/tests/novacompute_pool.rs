@@ -1,0 +1,657 @@
+//! The NovaCompute controller against the real API server, with kwok nodes carrying zone
+//! labels as the pool's nodes (kwok plays their DaemonSet pods: they become Ready, no container
+//! runs). In order: a waiting pool and a converged pool cost no write and no read beyond the
+//! one live Node list a pass makes; a pool comes up (ledger, ConfigMap, DaemonSet with its
+//! affinity, ready pods, installed image); a relabelled node leaves and keeps its pod; two
+//! pools selecting the same node give exactly one Conflict; a deleting pool releases its
+//! finalizer once it holds no node, keeps every draining node's pod until then, and reaps the
+//! contract mirror once no other pool of the Nova is left.
+//!
+//! One test on its own control plane: the controller runs cluster-wide (the Node label watch
+//! exists only there), and the request counters must see no other test's passes.
+
+mod nova_support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod, Secret};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use nova_api::v1alpha1::{NodePhase, Nova, NovaCompute};
+use nova_controller::clusters::{LocalCluster, Registry};
+use nova_controller::metrics::Metrics;
+use nova_controller::{nova as nova_kind, novacompute};
+use nova_support::{READ_VERBS, WRITE_VERBS, example, put_secret, requests, writes};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(90);
+const POOL_LABEL: &str = "test.nova.c5c3.io/pool";
+
+fn pool(ns: &str, name: &str, nova: &str, selector: Value) -> NovaCompute {
+    serde_json::from_value(json!({
+        "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
+        "kind": "NovaCompute",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "novaRef": {"name": nova},
+            "nodeSelector": selector,
+            "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "768Mi"}},
+            "extraConfig": {"DEFAULT": {"compute_driver": "fake.FakeDriverWithoutFakeNodes"}}
+        }
+    }))
+    .expect("pool")
+}
+
+/// A kwok node with the pool label and a zone.
+async fn create_node(nodes: &Api<Node>, name: &str, pool: &str, zone: &str) {
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
+            "labels": {"kubernetes.io/hostname": name, "type": "kwok", POOL_LABEL: pool,
+                       "topology.kubernetes.io/zone": zone}
+        },
+        "status": {
+            "allocatable": {"cpu": "1k", "memory": "4Ti", "pods": "1000"},
+            "capacity": {"cpu": "1k", "memory": "4Ti", "pods": "1000"}
+        }
+    }))
+    .expect("node");
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("create node");
+}
+
+async fn label_node(nodes: &Api<Node>, name: &str, labels: Value) {
+    nodes
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": labels}})),
+        )
+        .await
+        .expect("label node");
+}
+
+/// The Nova every pool joins, with the status a converged Nova publishes (no Nova controller
+/// runs here), its service-user Secret and its compute contract mirrored into the namespace.
+async fn provide_nova(client: &Client, ns: &str) {
+    let novas: Api<Nova> = Api::namespaced(client.clone(), ns);
+    novas
+        .create(&PostParams::default(), &example(ns))
+        .await
+        .expect("create Nova");
+    novas
+        .patch_status(
+            "nova",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "installedRelease": "2026.1",
+                "computeConfigSecretRef": {"name": "nova-compute-config"}
+            }})),
+        )
+        .await
+        .expect("Nova status");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    put_secret(&secrets, "nova-keystone", &[("password", "service-Pa55")]).await;
+    put_secret(
+        &secrets,
+        "nova-compute-config",
+        &[
+            ("nova-compute.conf", "[DEFAULT]\n"),
+            ("transport_url", "rabbit://u:p@rabbit:5672/"),
+            ("password", "service-Pa55"),
+        ],
+    )
+    .await;
+    put_secret(
+        &secrets,
+        "nova-hypervisor-operator-auth",
+        &[("password", "x")],
+    )
+    .await;
+    let mirror =
+        json!({"metadata": {"labels": {"nova.openstack.c5c3.io/compute-config-mirror": "true"}}});
+    secrets
+        .patch(
+            "nova-compute-config",
+            &PatchParams::default(),
+            &Patch::Merge(mirror),
+        )
+        .await
+        .expect("mirror label");
+}
+
+/// Starts both controllers' kinds and the NovaCompute controller, cluster-wide.
+async fn start_controller(client: Client) -> Metrics {
+    let metrics = Metrics::new().expect("metrics");
+    let registry = Registry::default()
+        .register(nova_kind::controller::kinds())
+        .register(novacompute::controller::kinds());
+    let cluster = LocalCluster::start(client.clone(), None, registry).await;
+    cluster.synced().await;
+    let options = novacompute::controller::Options {
+        scope: None,
+        concurrency: 2,
+        instance: None,
+    };
+    tokio::spawn(novacompute::controller::run(
+        client,
+        metrics.clone(),
+        cluster,
+        options,
+        futures::future::pending(),
+    ));
+    metrics
+}
+
+fn passes(metrics: &Metrics) -> u64 {
+    metrics
+        .reconcile_duration
+        .with_label_values(&["NovaRef"])
+        .get_sample_count()
+}
+
+/// The (status, reason, message) of a pool condition.
+async fn condition(
+    pools: &Api<NovaCompute>,
+    name: &str,
+    type_: &str,
+) -> Option<(String, String, String)> {
+    let pool = pools.get_opt(name).await.expect("pool")?;
+    let c = pool
+        .status?
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == type_)?;
+    Some((c.status, c.reason, c.message))
+}
+
+async fn wait_for(pools: &Api<NovaCompute>, name: &str, type_: &str, reason: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let current = condition(pools, name, type_).await;
+        if let Some((_, r, message)) = &current
+            && r == reason
+        {
+            return message.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name}: {type_} never became {reason}; last: {current:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until `check` holds for the pool.
+async fn wait_until(
+    pools: &Api<NovaCompute>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&NovaCompute) -> bool,
+) -> NovaCompute {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(pool) = pools.get_opt(name).await.expect("pool")
+            && check(&pool)
+        {
+            return pool;
+        }
+        assert!(Instant::now() < deadline, "{name}: never {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn ledger(pool: &NovaCompute) -> Vec<(String, NodePhase, Option<String>)> {
+    pool.status
+        .iter()
+        .flat_map(|s| &s.nodes)
+        .map(|e| (e.name.clone(), e.phase, e.conflicts_with.clone()))
+        .collect()
+}
+
+fn entry(name: &str, phase: NodePhase, with: Option<&str>) -> (String, NodePhase, Option<String>) {
+    (name.to_owned(), phase, with.map(str::to_owned))
+}
+
+/// The node-selector terms of a DaemonSet.
+fn terms(ds: &DaemonSet) -> Value {
+    serde_json::to_value(ds).expect("ds")["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+        ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        .clone()
+}
+
+/// The nodes the pool's DaemonSet pods run on.
+async fn pod_nodes(client: &Client, ns: &str, pool: &str) -> Vec<String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let selector = format!(
+        "app.kubernetes.io/name=novacompute,app.kubernetes.io/instance={pool},app.kubernetes.io/component=nova-compute"
+    );
+    let mut nodes: Vec<String> = pods
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .expect("pods")
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter_map(|p| p.spec?.node_name)
+        .collect();
+    nodes.sort();
+    nodes
+}
+
+/// What a pool pass could write, and what it reads besides the Node list.
+#[derive(Debug, PartialEq, Eq)]
+struct Cost {
+    writes: u64,
+    reads: u64,
+    node_lists: u64,
+    node_gets: u64,
+}
+
+async fn cost_now(client: &Client) -> Cost {
+    let written = [
+        "secrets",
+        "configmaps",
+        "events",
+        "daemonsets",
+        "verticalpodautoscalers",
+    ];
+    let read = [
+        "secrets",
+        "configmaps",
+        "daemonsets",
+        "verticalpodautoscalers",
+        "novas",
+    ];
+    Cost {
+        writes: writes(client, "daemonsets", "").await
+            + requests(client, &written[..3], &WRITE_VERBS).await
+            + requests(client, &written[4..], &WRITE_VERBS).await
+            + writes(client, "novacomputes", "status").await,
+        reads: requests(client, &read, &READ_VERBS).await,
+        node_lists: requests(client, &["nodes"], &["LIST"]).await,
+        node_gets: requests(client, &["nodes"], &["GET"]).await,
+    }
+}
+
+/// Wakes the pool five times without changing anything it reads (an annotation edit passes the
+/// watch's predicate) and returns what the passes cost, and how many ran.
+async fn five_passes(
+    client: &Client,
+    pools: &Api<NovaCompute>,
+    metrics: &Metrics,
+    name: &str,
+) -> (Cost, u64) {
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = cost_now(client).await;
+    let passes_before = passes(metrics);
+    for i in 0..5u64 {
+        let touch =
+            json!({"metadata": {"annotations": {"test.nova/touch": format!("{name}-{i}")}}});
+        pools
+            .patch(name, &PatchParams::default(), &Patch::Merge(touch))
+            .await
+            .expect("touch");
+        let deadline = Instant::now() + WAIT;
+        while passes(metrics) < passes_before + i + 1 {
+            assert!(
+                Instant::now() < deadline,
+                "touch {i} did not wake the controller"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = cost_now(client).await;
+    let ran = passes(metrics) - passes_before;
+    let cost = Cost {
+        writes: after.writes - before.writes,
+        reads: after.reads - before.reads,
+        node_lists: after.node_lists - before.node_lists,
+        node_gets: after.node_gets - before.node_gets,
+    };
+    println!("{name}: {ran} passes cost {cost:?}");
+    (cost, ran)
+}
+
+async fn node_conflict_events(client: &Client, ns: &str, pool: &str) -> usize {
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let listed = events.list(&ListParams::default()).await.expect("events");
+    listed
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("NodeConflict"))
+        .filter(|e| e.involved_object.name.as_deref() == Some(pool))
+        .map(|e| e.count.unwrap_or(1).max(1) as usize)
+        .sum()
+}
+
+async fn remove_finalizers(pools: &Api<NovaCompute>, name: &str) {
+    pools
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("drop finalizers");
+}
+
+async fn wait_gone(pools: &Api<NovaCompute>, name: &str) {
+    let deadline = Instant::now() + WAIT;
+    while pools.get_opt(name).await.expect("pool").is_some() {
+        assert!(Instant::now() < deadline, "{name} was never released");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn node_pools_on_kwok_nodes() {
+    let cp = nova_test_harness::shared().await.expect("control plane");
+    let client = cp.client().expect("client");
+    let ns = cp.namespace("pools").await.expect("namespace");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pools: Api<NovaCompute> = Api::namespaced(client.clone(), &ns);
+    provide_nova(&client, &ns).await;
+    create_node(&nodes, "pool-node-1", "a", "az1").await;
+    create_node(&nodes, "pool-node-2", "a", "az2").await;
+    let metrics = start_controller(client.clone()).await;
+
+    // Waiting: a pool of a Nova that does not exist costs nothing.
+    pools
+        .create(
+            &PostParams::default(),
+            &pool(&ns, "waiting", "missing", json!({POOL_LABEL: "none"})),
+        )
+        .await
+        .expect("create");
+    let message = wait_for(&pools, "waiting", "NovaReady", "NovaNotFound").await;
+    assert_eq!(message, format!("Nova {ns}/missing not found"));
+    let (waiting, _) = five_passes(&client, &pools, &metrics, "waiting").await;
+    assert_eq!(
+        waiting,
+        Cost {
+            writes: 0,
+            reads: 0,
+            node_lists: 0,
+            node_gets: 0
+        },
+        "a waiting pool is reconciled without writes and without uncached reads"
+    );
+    pools
+        .delete("waiting", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&pools, "waiting").await;
+
+    // A pool comes up on its two nodes.
+    pools
+        .create(
+            &PostParams::default(),
+            &pool(&ns, "pool-a", "nova", json!({POOL_LABEL: "a"})),
+        )
+        .await
+        .expect("create");
+    let message = wait_for(&pools, "pool-a", "DaemonSetReady", "DaemonSetReady").await;
+    assert_eq!(
+        message,
+        "The nova-compute DaemonSet runs a ready pod on 2 nodes"
+    );
+    let up = pools.get("pool-a").await.expect("pool");
+    assert!(
+        up.finalizers()
+            .contains(&"nova.openstack.c5c3.io/compute-drain".to_owned())
+    );
+    let status = up.status.clone().expect("status");
+    assert_eq!(
+        ledger(&up),
+        [
+            entry("pool-node-1", NodePhase::Pending, None),
+            entry("pool-node-2", NodePhase::Pending, None)
+        ]
+    );
+    assert_eq!(
+        status
+            .nodes
+            .iter()
+            .map(|e| e.zone.clone())
+            .collect::<Vec<_>>(),
+        [Some("az1".to_owned()), Some("az2".to_owned())]
+    );
+    assert_eq!(
+        (
+            status.desired_number_scheduled,
+            status.number_ready,
+            status.installed_image.as_deref()
+        ),
+        (2, 2, Some("ghcr.io/c5c3/nova-compute:2026.1"))
+    );
+    for (type_, reason) in [
+        ("NovaReady", "NovaResolved"),
+        ("NodesReady", "NodesResolved"),
+        ("ConfigReady", "ConfigRendered"),
+        ("VPAReady", "VPANotRequired"),
+        ("ExtraConfigHealthy", "NoOwnedKeysOverridden"),
+    ] {
+        let (s, r, _) = condition(&pools, "pool-a", type_).await.expect(type_);
+        assert_eq!((s.as_str(), r.as_str()), ("True", reason), "{type_}");
+    }
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let listed = config_maps
+        .list(&ListParams::default().labels("cobaltcore.c5c3.io/config-base=pool-a-config"))
+        .await
+        .expect("config maps");
+    assert_eq!(listed.items.len(), 1);
+    let conf = &listed.items[0].data.as_ref().expect("data")["compute-pool.conf"];
+    assert!(
+        conf.contains("compute_driver = fake.FakeDriverWithoutFakeNodes"),
+        "{conf}"
+    );
+    assert_eq!(listed.items[0].immutable, Some(true));
+    let daemonsets: Api<DaemonSet> = Api::namespaced(client.clone(), &ns);
+    let ds = daemonsets
+        .get("pool-a-nova-compute")
+        .await
+        .expect("daemonset");
+    assert_eq!(
+        terms(&ds),
+        json!([{"matchExpressions": [{"key": POOL_LABEL, "operator": "In", "values": ["a"]}]}])
+    );
+    assert_eq!(
+        pod_nodes(&client, &ns, "pool-a").await,
+        ["pool-node-1", "pool-node-2"]
+    );
+
+    // Converged: no write; the one live Node list per pass is the only read.
+    let (converged, ran) = five_passes(&client, &pools, &metrics, "pool-a").await;
+    assert_eq!(
+        converged,
+        Cost {
+            writes: 0,
+            reads: 0,
+            node_lists: ran,
+            node_gets: 0
+        },
+        "a converged pool writes nothing and reads only its Node list, live"
+    );
+
+    // A relabelled node leaves: Draining, held by a term of its own, its pod kept.
+    label_node(&nodes, "pool-node-2", json!({POOL_LABEL: "elsewhere"})).await;
+    wait_until(&pools, "pool-a", "drains pool-node-2", |p| {
+        ledger(p).contains(&entry("pool-node-2", NodePhase::Draining, None))
+    })
+    .await;
+    assert_eq!(
+        condition(&pools, "pool-a", "NodesReady").await.map(|c| c.2),
+        Some("1 nodes selected, 1 leaving".to_owned())
+    );
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let ds = daemonsets
+            .get("pool-a-nova-compute")
+            .await
+            .expect("daemonset");
+        if terms(&ds).as_array().map(Vec::len) == Some(2) {
+            assert_eq!(
+                terms(&ds)[1],
+                json!({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["pool-node-2"]}]})
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "the held term never came");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        pod_nodes(&client, &ns, "pool-a").await,
+        ["pool-node-1", "pool-node-2"],
+        "a draining node keeps its nova-compute pod"
+    );
+
+    // Two pools selecting the same node: exactly one Conflict, on the younger pool.
+    label_node(
+        &nodes,
+        "pool-node-1",
+        json!({"test.nova.c5c3.io/chassis": "true"}),
+    )
+    .await;
+    pools
+        .create(
+            &PostParams::default(),
+            &pool(
+                &ns,
+                "pool-b",
+                "nova",
+                json!({"test.nova.c5c3.io/chassis": "true"}),
+            ),
+        )
+        .await
+        .expect("create");
+    let message = wait_for(&pools, "pool-b", "NodesReady", "NodeConflict").await;
+    assert_eq!(
+        message,
+        "Selected nodes another NovaCompute of the same Nova holds: pool-node-1 (held by pool-a)"
+    );
+    let b = pools.get("pool-b").await.expect("pool-b");
+    assert_eq!(
+        ledger(&b),
+        [entry("pool-node-1", NodePhase::Conflict, Some("pool-a"))]
+    );
+    wait_for(&pools, "pool-b", "DaemonSetReady", "DaemonSetReady").await;
+    let ds = daemonsets
+        .get("pool-b-nova-compute")
+        .await
+        .expect("pool-b daemonset");
+    assert_eq!(
+        terms(&ds)[0]["matchFields"],
+        json!([{"key": "metadata.name", "operator": "NotIn", "values": ["pool-node-1"]}])
+    );
+    let _ = five_passes(&client, &pools, &metrics, "pool-b").await;
+    assert_eq!(
+        node_conflict_events(&client, &ns, "pool-b").await,
+        1,
+        "one NodeConflict event"
+    );
+    assert!(
+        ledger(&pools.get("pool-a").await.expect("pool-a")).contains(&entry(
+            "pool-node-1",
+            NodePhase::Pending,
+            None
+        ))
+    );
+    assert!(pod_nodes(&client, &ns, "pool-b").await.is_empty());
+
+    // Deleting the pool that holds only a conflict releases its finalizer; the mirror stays,
+    // pool-a still uses it.
+    pools
+        .delete("pool-b", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&pools, "pool-b").await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    assert!(
+        secrets
+            .get_opt("nova-compute-config")
+            .await
+            .expect("get")
+            .is_some()
+    );
+
+    // Deleting pool-a drains both nodes: the finalizer holds and every pod stays.
+    pools
+        .delete("pool-a", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let draining = wait_until(&pools, "pool-a", "drains both nodes", |p| {
+        ledger(p)
+            == [
+                entry("pool-node-1", NodePhase::Draining, None),
+                entry("pool-node-2", NodePhase::Draining, None),
+            ]
+    })
+    .await;
+    assert!(draining.metadata.deletion_timestamp.is_some());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let ds = daemonsets
+        .get("pool-a-nova-compute")
+        .await
+        .expect("kept daemonset");
+    assert_eq!(
+        terms(&ds),
+        json!([
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["pool-node-1"]}]},
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["pool-node-2"]}]}
+        ]),
+        "a deleting pool keeps only its draining nodes"
+    );
+    assert_eq!(
+        pod_nodes(&client, &ns, "pool-a").await,
+        ["pool-node-1", "pool-node-2"],
+        "no draining node loses its nova-compute pod"
+    );
+    assert!(
+        pools.get_opt("pool-a").await.expect("get").is_some(),
+        "the drain finalizer holds"
+    );
+    // The manual escape: the drain finalizer removed by hand.
+    remove_finalizers(&pools, "pool-a").await;
+    wait_gone(&pools, "pool-a").await;
+
+    // The last pool of the Nova reaps the labelled mirror, and only that one.
+    pools
+        .create(
+            &PostParams::default(),
+            &pool(&ns, "pool-c", "nova", json!({POOL_LABEL: "none"})),
+        )
+        .await
+        .expect("create");
+    wait_for(&pools, "pool-c", "NodesReady", "NoMatchingNodes").await;
+    pools
+        .delete("pool-c", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&pools, "pool-c").await;
+    assert!(
+        secrets
+            .get_opt("nova-compute-config")
+            .await
+            .expect("get")
+            .is_none(),
+        "the mirror is reaped"
+    );
+    assert!(
+        secrets
+            .get_opt("nova-hypervisor-operator-auth")
+            .await
+            .expect("get")
+            .is_some(),
+        "an unlabelled Secret is never reaped"
+    );
+    for name in ["pool-node-1", "pool-node-2"] {
+        let _ = nodes.delete(name, &DeleteParams::default()).await;
+    }
+}
