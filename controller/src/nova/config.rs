@@ -13,7 +13,7 @@ use nova_api::v1alpha1::Nova;
 
 use super::resolved::Resolved;
 use super::{NovaPass, NovaPlan};
-use crate::clusters::ClusterExt;
+use crate::clusters::{Cluster, ClusterError, ClusterExt, Labels, Owner};
 use crate::pipeline::{
     ConditionType, Plan, PlanOf, Prune, Reconciled, StepError, StepFuture, observe_then_plan,
 };
@@ -61,21 +61,30 @@ async fn observe(pass: &NovaPass) -> Result<Observed, StepError> {
         .flatten()
         .filter_map(|v| v.config_map.map(|c| c.name))
         .collect();
-    let history = pass
-        .cluster
+    let history = history(&*pass.cluster, &pass.owner, &config_selector(&name))?;
+    Ok(Observed { mounted, history })
+}
+
+/// The config ConfigMaps `selector` finds in the owner's namespace (from the cache), and
+/// whether the owner controls each.
+pub fn history(
+    cluster: &dyn Cluster,
+    owner: &Owner,
+    selector: &Labels,
+) -> Result<Vec<Historical>, ClusterError> {
+    Ok(cluster
         .list_metadata(
             &ApiResource::erase::<ConfigMap>(&()),
-            ns,
-            &config_selector(&name),
+            &owner.namespace,
+            selector,
         )?
         .iter()
         .map(|m| Historical {
             name: m.name_any(),
             created: m.metadata.creation_timestamp.clone(),
-            controlled: pass.owner.controls(&m.metadata),
+            controlled: owner.controls(&m.metadata),
         })
-        .collect();
-    Ok(Observed { mounted, history })
+        .collect())
 }
 
 /// The Config step's plan.

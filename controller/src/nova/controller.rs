@@ -6,29 +6,24 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::Api;
 use kube::core::ApiResource;
-use kube::runtime::controller::{self, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
+use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use nova_api::effective;
 use nova_api::v1alpha1::{Nova, SecretStoreKind};
 
-use crate::clusters::{Caching, Clusters, KindSpec, LocalCluster, Meta, kinds};
+use crate::clusters::{Caching, KindSpec, LocalCluster, Meta, kinds};
 use crate::metrics::Metrics;
-use crate::pipeline::Engine;
-use crate::pipeline::backoff::Backoff;
 use crate::pipeline::index::{ObjectKey, ReferenceIndex};
-use crate::pipeline::skeleton::{Context, error_policy, reconcile};
+use crate::pipeline::runner;
 
 /// Every kind the Nova steps read, and how the handle caches it: content only where a step
 /// needs it (the Secrets and ConfigMaps it reads or owns, the Deployments, Services and
@@ -153,20 +148,8 @@ fn novas_for(
     novas
 }
 
-/// A predicate that changes once, when the CR starts terminating.
-fn deletion_started(nova: &Nova) -> Option<u64> {
-    Some(u64::from(nova.meta().deletion_timestamp.is_some()))
-}
-
 /// How the controller runs.
-pub struct Options {
-    /// The one namespace a namespace-scoped operator watches; None watches all.
-    pub scope: Option<String>,
-    /// How many Novas are reconciled at once (never the same one twice).
-    pub concurrency: u16,
-    /// The instance name events are reported under.
-    pub instance: Option<String>,
-}
+pub use crate::pipeline::runner::Options;
 
 /// Runs the Nova controller over `cluster` (whose caches must have synced) until `shutdown`
 /// resolves.
@@ -177,48 +160,19 @@ pub async fn run(
     options: Options,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let reporter = Reporter {
-        controller: "nova-controller".into(),
-        instance: options.instance,
-    };
-    let ctx = Arc::new(Context::<Nova> {
-        recorder: Recorder::new(client.clone(), reporter),
-        clusters: Clusters::new(cluster.clone()),
-        engine: Engine::new(metrics),
-        backoff: Backoff::default(),
-        shared: Arc::default(),
-        client: client.clone(),
-    });
-    let novas: Api<Nova> = match &options.scope {
-        Some(ns) => Api::namespaced(client, ns),
-        None => Api::all(client),
-    };
+    let ctx = runner::context::<Nova>(
+        &client,
+        cluster.clone(),
+        metrics,
+        "nova-controller",
+        &options,
+        Arc::default(),
+    );
     let index = Arc::new(ReferenceIndex::new(references));
-    let (reader, writer) = reflector::store();
-    let followed = {
-        let (index, ctx) = (index.clone(), ctx.clone());
-        move |event: watcher::Event<Nova>| {
-            index.apply(&event);
-            if let watcher::Event::Delete(nova) = &event {
-                ctx.backoff.forget(&ObjectRef::from_obj(nova));
-            }
-            event
-        }
+    let follow = {
+        let index = index.clone();
+        move |event: &watcher::Event<Nova>| index.apply(event)
     };
-    // Status-only updates do not wake the controller: generation, labels, annotations and the
-    // deletion timestamp do; finalizer edits are our own.
-    let main = watcher(novas, watcher::Config::default())
-        .default_backoff()
-        .map_ok(followed)
-        .reflect(writer)
-        .applied_objects()
-        .predicate_filter(
-            predicates::generation
-                .combine(predicates::labels)
-                .combine(predicates::annotations)
-                .combine(deletion_started),
-            Default::default(),
-        );
     let triggers = futures::stream::select_all(kinds().into_iter().map(|spec| {
         let index = index.clone();
         let kind = spec.resource;
@@ -226,21 +180,15 @@ pub async fn run(
             .subscribe(&kind)
             .flat_map(move |meta| futures::stream::iter(novas_for(&index, &kind, &meta)))
     }));
-    Controller::for_stream(main, reader)
-        .with_config(controller::Config::default().concurrency(options.concurrency))
-        .reconcile_on(triggers)
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile::<Nova>, error_policy::<Nova>, ctx)
-        .for_each(|result| async move {
-            match result {
-                // Already logged once, by the error policy.
-                Err(controller::Error::ReconcilerFailed(..)) | Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(error = %e, "the Nova controller could not schedule a reconcile")
-                }
-            }
-        })
-        .await;
+    runner::run(
+        ctx,
+        &options,
+        reflector::store(),
+        follow,
+        triggers,
+        shutdown,
+    )
+    .await;
 }
 
 #[cfg(test)]

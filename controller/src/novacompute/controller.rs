@@ -6,29 +6,22 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use futures::StreamExt;
 use futures::channel::mpsc;
-use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
-use kube::api::Api;
 use kube::core::ApiResource;
-use kube::runtime::controller::{self, Controller};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
+use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use nova_api::v1alpha1::{NodePhase, Nova, NovaCompute};
 
 use super::pools::{Pools, nova_key};
 use super::{held, ledger};
-use crate::clusters::{
-    Caching, Cluster, ClusterExt, Clusters, KindSpec, LocalCluster, Meta, kinds, selects,
-};
+use crate::clusters::{Caching, Cluster, ClusterExt, KindSpec, LocalCluster, Meta, kinds, selects};
 use crate::metrics::Metrics;
-use crate::pipeline::Engine;
-use crate::pipeline::backoff::Backoff;
 use crate::pipeline::index::ObjectKey;
-use crate::pipeline::skeleton::{Context, error_policy, reconcile};
+use crate::pipeline::runner;
 
 /// Every kind the NovaCompute steps read or the controller watches: the Nova (whole, small),
 /// the contract Secret and the owned ConfigMaps and DaemonSet (content on demand), the VPA,
@@ -154,14 +147,7 @@ fn pools_of_node(
 }
 
 /// How the controller runs.
-pub struct Options {
-    /// The one namespace a namespace-scoped operator watches; None watches all.
-    pub scope: Option<String>,
-    /// How many pools are reconciled at once (never the same one twice).
-    pub concurrency: u16,
-    /// The instance name events are reported under.
-    pub instance: Option<String>,
-}
+pub use crate::pipeline::runner::Options;
 
 /// Runs the NovaCompute controller over `cluster` (whose caches must have synced) until
 /// `shutdown` resolves.
@@ -172,55 +158,29 @@ pub async fn run(
     options: Options,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let reporter = Reporter {
-        controller: "novacompute-controller".into(),
-        instance: options.instance,
-    };
-    let api: Api<NovaCompute> = match &options.scope {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    };
     let (reader, writer) = reflector::store();
     let pools = Arc::new(Pools::new(reader.clone()));
-    let ctx = Arc::new(Context::<NovaCompute> {
-        recorder: Recorder::new(client.clone(), reporter),
-        clusters: Clusters::new(cluster.clone()),
-        engine: Engine::new(metrics),
-        backoff: Backoff::default(),
-        shared: pools.clone(),
-        client,
-    });
+    let ctx = runner::context::<NovaCompute>(
+        &client,
+        cluster.clone(),
+        metrics,
+        "novacompute-controller",
+        &options,
+        pools.clone(),
+    );
     let (wake, woken) = mpsc::unbounded();
-    let siblings = Arc::new(SiblingWake {
+    let siblings = SiblingWake {
         pools: pools.clone(),
         seen: Mutex::default(),
         wake,
-    });
-    let followed = {
-        let (pools, siblings, ctx) = (pools.clone(), siblings.clone(), ctx.clone());
-        move |event: watcher::Event<NovaCompute>| {
-            pools.follow(&event);
-            siblings.follow(&event);
-            if let watcher::Event::Delete(pool) = &event {
-                ctx.backoff.forget(&ObjectRef::from_obj(pool));
-            }
-            event
+    };
+    let follow = {
+        let pools = pools.clone();
+        move |event: &watcher::Event<NovaCompute>| {
+            pools.follow(event);
+            siblings.follow(event);
         }
     };
-    // Status-only updates do not wake a pool: generation, labels, annotations and the deletion
-    // timestamp do; finalizer edits are our own.
-    let main = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .map_ok(followed)
-        .reflect(writer)
-        .applied_objects()
-        .predicate_filter(
-            predicates::generation
-                .combine(predicates::labels)
-                .combine(predicates::annotations)
-                .combine(deletion_started),
-            Default::default(),
-        );
     let owned = futures::stream::select_all(
         [
             ApiResource::erase::<ConfigMap>(&()),
@@ -304,26 +264,7 @@ pub async fn run(
         nodes.boxed(),
         woken.boxed(),
     ]);
-    Controller::for_stream(main, reader)
-        .with_config(controller::Config::default().concurrency(options.concurrency))
-        .reconcile_on(triggers)
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile::<NovaCompute>, error_policy::<NovaCompute>, ctx)
-        .for_each(|result| async move {
-            match result {
-                // Already logged once, by the error policy.
-                Err(controller::Error::ReconcilerFailed(..)) | Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(error = %e, "the NovaCompute controller could not schedule a reconcile")
-                }
-            }
-        })
-        .await;
-}
-
-/// A predicate that changes once, when the pool starts terminating.
-fn deletion_started(pool: &NovaCompute) -> Option<u64> {
-    Some(u64::from(pool.meta().deletion_timestamp.is_some()))
+    runner::run(ctx, &options, (reader, writer), follow, triggers, shutdown).await;
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use nova_api::v1alpha1::NovaCompute;
 use super::resolved::{PoolConfig, Resolved};
 use super::{NovaComputePass, NovaComputePlan, nova_side};
 use crate::clusters::ClusterExt;
-use crate::nova::config::{Historical, kept, report_extra_config_of};
+use crate::nova::config::{Historical, history, kept, report_extra_config_of};
 use crate::pipeline::{
     Plan, Prune, REQUEUE_SECRET_POLLING, StepError, StepFuture, observe_then_plan,
 };
@@ -84,20 +84,11 @@ async fn observe(pass: &NovaComputePass) -> Result<Observed, StepError> {
                 hash: contract_hash(&data),
             }
         });
-    let history = pass
-        .cluster
-        .list_metadata(
-            &ApiResource::erase::<ConfigMap>(&()),
-            ns,
-            &pool_config_selector(&pass.cr.name_any()),
-        )?
-        .iter()
-        .map(|m| Historical {
-            name: m.name_any(),
-            created: m.metadata.creation_timestamp.clone(),
-            controlled: pass.owner.controls(&m.metadata),
-        })
-        .collect();
+    let history = history(
+        &*pass.cluster,
+        &pass.owner,
+        &pool_config_selector(&pass.cr.name_any()),
+    )?;
     Ok(Observed {
         secret,
         contract,

@@ -15,6 +15,7 @@ pub mod engine;
 pub mod index;
 pub mod pass;
 pub mod plan;
+pub mod runner;
 pub mod skeleton;
 pub mod status;
 
