@@ -565,6 +565,48 @@ async fn node_pools_on_kwok_nodes() {
     );
     assert!(pod_nodes(&client, &ns, "pool-b").await.is_empty());
 
+    // A ConfigMap of the pool's name that another owner controls is refused, not adopted.
+    let hash = listed.items[0]
+        .name_any()
+        .rsplit('-')
+        .next()
+        .expect("hash")
+        .to_owned();
+    let nova_uid = Api::<Nova>::namespaced(client.clone(), &ns)
+        .get("nova")
+        .await
+        .expect("nova")
+        .uid()
+        .expect("uid");
+    let foreign: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": format!("pool-f-config-{hash}"), "ownerReferences": [{
+            "apiVersion": "nova.openstack.c5c3.io/v1alpha1", "kind": "Nova", "name": "nova",
+            "uid": nova_uid, "controller": true}]},
+        "data": {"compute-pool.conf": "foreign"}
+    }))
+    .expect("config map");
+    config_maps
+        .create(&PostParams::default(), &foreign)
+        .await
+        .expect("foreign config map");
+    pools
+        .create(
+            &PostParams::default(),
+            &pool(&ns, "pool-f", "nova", json!({POOL_LABEL: "none"})),
+        )
+        .await
+        .expect("create");
+    let message = wait_for(&pools, "pool-f", "ConfigReady", "ConfigError").await;
+    assert!(
+        message.starts_with("refusing to adopt pre-existing ConfigMap"),
+        "{message}"
+    );
+    pools
+        .delete("pool-f", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&pools, "pool-f").await;
+
     // Deleting the pool that holds only a conflict releases its finalizer; the mirror stays,
     // pool-a still uses it.
     pools

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
-use nova_api::conditions::NovaComputeConditionType as C;
+use nova_api::conditions::{NovaComputeConditionType as C, Reason};
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
 
 use crate::pipeline::{Pass, PlanOf, Reconciled, Stage, StepFuture, seq};
@@ -141,6 +141,17 @@ impl Reconciled for NovaCompute {
 
     fn common_labels(&self) -> BTreeMap<String, String> {
         nova_api::labels::novacompute_common(&self.name_any())
+    }
+
+    /// A refused apply or prune fails its step with the step's error reason (`novacompute.md`
+    /// §5.4, §5.9).
+    fn carry_out_failure(condition: C) -> Option<Reason> {
+        match condition {
+            C::ConfigReady => Some(Reason::ConfigError),
+            C::DaemonSetReady => Some(Reason::DaemonSetError),
+            C::VPAReady => Some(Reason::VPAError),
+            _ => None,
+        }
     }
 
     fn target_cluster(&self) -> Option<&str> {

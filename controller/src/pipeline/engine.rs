@@ -9,6 +9,7 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
 use super::pass::{ConditionType, Pass, PlanOf, Reconciled};
+use super::plan::Plan;
 use super::{Flow, StepError};
 use crate::metrics::Metrics;
 
@@ -146,8 +147,18 @@ impl Engine {
         let started = Instant::now();
         let result = async {
             let plan = (step.run)(pass).await?;
-            carry_out(pass, &plan).await?;
-            Ok::<_, StepError>(plan)
+            match (
+                carry_out(pass, &plan).await,
+                K::carry_out_failure(step.condition),
+            ) {
+                (Ok(()), _) => Ok(plan),
+                // The plan's verdict no longer holds: its condition reports the failure.
+                (Err(error), Some(reason)) => {
+                    let message = error.to_string();
+                    Ok(Plan::fail(error).report(step.condition, false, reason, message))
+                }
+                (Err(error), None) => Err(error),
+            }
         }
         .await;
         self.metrics

@@ -90,6 +90,11 @@ pub trait Reconciled:
     fn common_labels(&self) -> BTreeMap<String, String>;
     /// The target cluster the CR names, if any.
     fn target_cluster(&self) -> Option<&str>;
+    /// The reason `condition` reports when carrying out a step's plan failed (an apply, delete
+    /// or prune the API server refused); None leaves the condition as the pass found it.
+    fn carry_out_failure(_condition: Self::Condition) -> Option<nova_api::conditions::Reason> {
+        None
+    }
     /// Drops the per-CR metric series of a deleted CR (none unless the kind exports any).
     fn forget_metrics(_metrics: &crate::metrics::Metrics, _namespace: &str, _name: &str) {}
     /// Exports the aggregate Ready a pass computed (nothing unless the kind exports it).
