@@ -298,6 +298,15 @@ fn the_controller_role_covers_exactly_the_kinds_the_code_registers() {
                 && d["metadata"]["name"] == "nova-operator-controller"),
         "the namespace scope renders no ClusterRole for the controller"
     );
+    // The pools' Nodes are still read, live: get and list cluster-wide, never watch.
+    let nodes = &find(&docs, "ClusterRole", "nova-operator-controller-nodes")["rules"];
+    let node = (String::new(), "nodes".to_owned());
+    assert!(granted(nodes, "get").contains(&node) && granted(nodes, "list").contains(&node));
+    assert!(
+        !granted(nodes, "watch").contains(&node),
+        "no Node informer in this scope"
+    );
+    assert_eq!(every(nodes), BTreeSet::from([node]));
     let deployment = find(&docs, "Deployment", "nova-operator-controller");
     assert!(
         strings(&deployment["spec"]["template"]["spec"]["containers"][0]["args"])
