@@ -90,3 +90,58 @@ impl Pools {
         self.store.as_ref().map(Store::state).unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::novacompute::fixtures::pool;
+    use kube::runtime::reflector;
+
+    fn named(name: &str, nova: &str) -> NovaCompute {
+        let mut pool = pool();
+        pool.metadata.name = Some(name.into());
+        pool.spec.nova_ref.name = nova.into();
+        pool
+    }
+
+    #[test]
+    fn siblings_are_the_other_pools_of_the_same_nova() {
+        let (store, mut writer) = reflector::store();
+        let pools = Pools::new(store);
+        for pool in [
+            named("pool-c", "nova"),
+            named("pool-a", "nova"),
+            named("pool-b", "nova"),
+            named("other", "nova-2"),
+        ] {
+            let event = watcher::Event::Apply(pool);
+            writer.apply_watcher_event(&event);
+            pools.follow(&event);
+        }
+        let names =
+            |found: Vec<Arc<NovaCompute>>| found.iter().map(|p| p.name_any()).collect::<Vec<_>>();
+        assert_eq!(
+            names(pools.siblings(&named("pool-a", "nova"))),
+            ["pool-b", "pool-c"]
+        );
+        assert!(pools.siblings(&named("other", "nova-2")).is_empty());
+        let contract = ObjectKey::new(
+            &ApiResource::erase::<Secret>(&()),
+            "openstack",
+            "nova-compute-config",
+        );
+        assert_eq!(
+            pools.referencing(&contract).len(),
+            3,
+            "the contract wakes its pools"
+        );
+        let gone = watcher::Event::Delete(named("pool-b", "nova"));
+        writer.apply_watcher_event(&gone);
+        pools.follow(&gone);
+        assert_eq!(names(pools.siblings(&named("pool-a", "nova"))), ["pool-c"]);
+        assert!(
+            Pools::default().siblings(&pool()).is_empty(),
+            "no watch, no sibling"
+        );
+    }
+}
