@@ -420,6 +420,112 @@ mod tests {
         names.iter().map(|n| (*n).to_owned()).collect()
     }
 
+    fn spec(extra: serde_json::Value) -> NovaComputeSpec {
+        let mut spec = json!({"novaRef": {"name": "nova"}, "nodeSelector": {"pool": "a"}});
+        if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+            spec.extend(extra.clone());
+        }
+        serde_json::from_value(spec).expect("spec")
+    }
+
+    fn rendered(spec: &NovaComputeSpec, image: &ImageSpec) -> serde_json::Value {
+        let affinity = node_affinity(
+            &spec.node_selector,
+            &BTreeSet::new(),
+            &BTreeSet::new(),
+            false,
+        )
+        .expect("terms");
+        serde_json::to_value(daemonset(&PoolInputs {
+            name: "pool-a",
+            spec,
+            image,
+            contract_secret: "nova-compute-config",
+            config_map: "pool-a-config-1",
+            contract_hash: "h",
+            affinity,
+        }))
+        .expect("serializes")
+    }
+
+    fn tagged() -> ImageSpec {
+        ImageSpec {
+            repository: "ghcr.io/c5c3/nova-compute".into(),
+            tag: Some("2026.1".into()),
+            digest: None,
+        }
+    }
+
+    #[test]
+    fn defaults_resources_strategy_and_pull_policy() {
+        let ds = rendered(&spec(json!({})), &tagged());
+        let pod = &ds["spec"]["template"]["spec"];
+        for container in [
+            &pod["initContainers"][0],
+            &pod["initContainers"][1],
+            &pod["containers"][0],
+        ] {
+            assert_eq!(
+                container["resources"],
+                json!({"requests": {"cpu": "150m", "memory": "768Mi"}, "limits": {"memory": "768Mi"}}),
+                "{}",
+                container["name"]
+            );
+            assert_eq!(container["imagePullPolicy"], "Always");
+        }
+        assert_eq!(
+            ds["spec"]["updateStrategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}})
+        );
+        assert!(pod.get("tolerations").is_none());
+        assert!(
+            pod["securityContext"].get("fsGroup").is_none(),
+            "never on host paths"
+        );
+        assert!(pod["containers"][0].get("livenessProbe").is_none());
+    }
+
+    #[test]
+    fn the_spec_shapes_strategy_resources_tolerations_and_image() {
+        let spec = spec(json!({
+            "updateStrategy": {"type": "RollingUpdate", "maxUnavailable": "25%"},
+            "resources": {"requests": {"cpu": "0"}, "limits": {"hugepages-2Mi": "1Gi"}},
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "compute", "effect": "NoSchedule"}]
+        }));
+        let pinned = ImageSpec {
+            tag: None,
+            digest: Some(format!("sha256:{}", "a".repeat(64))),
+            ..tagged()
+        };
+        let ds = rendered(&spec, &pinned);
+        let pod = &ds["spec"]["template"]["spec"];
+        assert_eq!(
+            ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"],
+            "25%"
+        );
+        assert_eq!(
+            pod["containers"][0]["resources"],
+            json!({"requests": {"cpu": "0", "memory": "768Mi"}, "limits": {"hugepages-2Mi": "1Gi", "memory": "768Mi"}}),
+            "a named zero is kept; memory still defaults"
+        );
+        assert_eq!(pod["tolerations"][0]["key"], "dedicated");
+        assert_eq!(pod["containers"][0]["imagePullPolicy"], "IfNotPresent");
+        assert!(
+            pod["containers"][0]["image"]
+                .as_str()
+                .is_some_and(|i| i.contains("@sha256:"))
+        );
+        let on_delete = rendered(&spec_on_delete(), &tagged());
+        assert_eq!(
+            on_delete["spec"]["updateStrategy"],
+            json!({"type": "OnDelete"})
+        );
+    }
+
+    fn spec_on_delete() -> NovaComputeSpec {
+        spec(json!({"updateStrategy": {"type": "OnDelete"}}))
+    }
+
     fn terms(affinity: &NodeAffinity) -> serde_json::Value {
         serde_json::to_value(affinity).expect("serializes")
             ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
