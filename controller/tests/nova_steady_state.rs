@@ -5,10 +5,10 @@
 
 mod nova_support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use nova_api::v1alpha1::Nova;
 use nova_controller::metrics::Metrics;
 use nova_support::*;
@@ -64,22 +64,7 @@ async fn five_passes(
     tokio::time::sleep(Duration::from_secs(3)).await;
     let before = requests_now(client).await;
     let passes_before = passes(metrics);
-    for i in 0..5u64 {
-        let touch =
-            json!({"metadata": {"annotations": {"test.nova/touch": format!("{label}-{i}")}}});
-        novas
-            .patch("nova", &PatchParams::default(), &Patch::Merge(touch))
-            .await
-            .expect("touch");
-        let deadline = Instant::now() + TIMEOUT;
-        while passes(metrics) < passes_before + i + 1 {
-            assert!(
-                Instant::now() < deadline,
-                "touch {i} did not wake the controller"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
+    touch_five_times(novas, "nova", label, || passes(metrics)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = requests_now(client).await;
     let cost = Requests {

@@ -22,7 +22,9 @@ use nova_api::v1alpha1::{NodePhase, Nova, NovaCompute};
 use nova_controller::clusters::{LocalCluster, Registry};
 use nova_controller::metrics::Metrics;
 use nova_controller::{nova as nova_kind, novacompute};
-use nova_support::{READ_VERBS, WRITE_VERBS, example, put_secret, requests, writes};
+use nova_support::{
+    READ_VERBS, WRITE_VERBS, example, put_secret, requests, touch_five_times, writes,
+};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -170,20 +172,18 @@ async fn condition(
 }
 
 async fn wait_for(pools: &Api<NovaCompute>, name: &str, type_: &str, reason: &str) -> String {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let current = condition(pools, name, type_).await;
-        if let Some((_, r, message)) = &current
-            && r == reason
-        {
-            return message.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name}: {type_} never became {reason}; last: {current:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let found = |pool: &NovaCompute| {
+        pool.status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .find(|c| c.type_ == type_ && c.reason == reason)
+            .map(|c| c.message.clone())
+    };
+    let pool = wait_until(pools, name, &format!("{type_}={reason}"), |p| {
+        found(p).is_some()
+    })
+    .await;
+    found(&pool).unwrap_or_default()
 }
 
 /// Waits until `check` holds for the pool.
@@ -289,22 +289,7 @@ async fn five_passes(
     tokio::time::sleep(Duration::from_secs(3)).await;
     let before = cost_now(client).await;
     let passes_before = passes(metrics);
-    for i in 0..5u64 {
-        let touch =
-            json!({"metadata": {"annotations": {"test.nova/touch": format!("{name}-{i}")}}});
-        pools
-            .patch(name, &PatchParams::default(), &Patch::Merge(touch))
-            .await
-            .expect("touch");
-        let deadline = Instant::now() + WAIT;
-        while passes(metrics) < passes_before + i + 1 {
-            assert!(
-                Instant::now() < deadline,
-                "touch {i} did not wake the controller"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
+    touch_five_times(pools, name, name, || passes(metrics)).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = cost_now(client).await;
     let ran = passes(metrics) - passes_before;

@@ -285,6 +285,30 @@ pub async fn requests(client: &Client, resources: &[&str], verbs: &[&str]) -> u6
     .await
 }
 
+/// Wakes the CR `name` five times without changing anything it reads (an annotation edit
+/// passes the CR watch's predicate), each time waiting for the pass `passes` counts.
+pub async fn touch_five_times<K>(api: &Api<K>, name: &str, label: &str, passes: impl Fn() -> u64)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let passes_before = passes();
+    for i in 0..5u64 {
+        let touch =
+            json!({"metadata": {"annotations": {"test.nova/touch": format!("{label}-{i}")}}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(touch))
+            .await
+            .expect("touch");
+        let deadline = Instant::now() + TIMEOUT;
+        while passes() < passes_before + i + 1 {
+            assert!(
+                Instant::now() < deadline,
+                "touch {i} did not wake the controller"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
 pub fn passes(metrics: &Metrics) -> u64 {
     metrics
         .reconcile_duration
