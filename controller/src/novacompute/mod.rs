@@ -51,7 +51,9 @@ const TEARDOWN: Stage<NovaCompute> = seq("Teardown", C::NovaReady, teardown::run
 
 /// The pipeline of a live pool, in call order. Each row names a file beside this one.
 // The OpenStack side follows ComputeVPA, in this order: Aggregates (AggregatesReady), Services
-// (ServicesReady, which hands its poll to Traits) and Traits (TraitsReady).
+// (ServicesReady, which hands its poll to Traits) and Traits (TraitsReady). Each runs through
+// `nova_side`, so a deleting pool whose Nova is gone skips it; the siblings come from the Nodes
+// step's `NodeSets`, or from `pass.shared.siblings(..)` on a pass that skipped it.
 pub static PIPELINE: [Stage<NovaCompute>; 5] =
     [NOVA_REF, NODES, POOL_CONFIG, DAEMON_SET, COMPUTE_VPA];
 
