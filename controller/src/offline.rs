@@ -30,6 +30,7 @@ use crate::clusters::{
 };
 use crate::metrics::Metrics;
 use crate::nova::PIPELINE;
+use crate::openstack::{Transport, Unreachable};
 use crate::pipeline::{ConditionType, Engine, Flow, Pass, PipelineError, Reconciled};
 use crate::sensitive::Sensitive;
 
@@ -250,6 +251,40 @@ impl Cluster for FileCluster {
     /// A healthy API answers, as the other operators' objects are played healthy.
     fn probe<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Probe> {
         Box::pin(async { Probe::Answered(200, String::new()) })
+    }
+
+    /// Offline, no OpenStack answers.
+    fn transport(&self) -> Arc<dyn Transport> {
+        Arc::new(Unreachable)
+    }
+
+    fn get_live<'a>(
+        &'a self,
+        _: &'a ApiResource,
+        _: Option<&'a str>,
+        _: &'a str,
+    ) -> BoxFuture<'a, Result<Option<DynamicObject>, ClusterError>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    fn merge_patch<'a>(
+        &'a self,
+        _: &'a ApiResource,
+        _: Option<&'a str>,
+        _: &'a str,
+        _: &'a Value,
+    ) -> BoxFuture<'a, Result<(), ClusterError>> {
+        Box::pin(async { Ok(()) })
+    }
+
+    fn list_live<'a>(
+        &'a self,
+        _: &'a ApiResource,
+        _: &'a str,
+        _: &'a Labels,
+        _: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<DynamicObject>, ClusterError>> {
+        Box::pin(async { Ok(Vec::new()) })
     }
 
     fn get<'a>(

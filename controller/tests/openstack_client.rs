@@ -6,11 +6,16 @@
 //! The client dials the cluster-local Service names through routes to the pods' addresses, the
 //! way a controller outside the cluster reaches them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use nova_api::conditions::Reason;
+use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
+use nova_controller::clusters::{LocalCluster, Registry, kinds};
+use nova_controller::novacompute::{aggregates, traits};
 use nova_controller::openstack::nova::ServiceDeletion;
 use nova_controller::openstack::placement::{TraitDeletion, TraitEnsured};
 use nova_controller::openstack::{Client, Credentials, Direct, Endpoints, OpenStackError};
@@ -111,6 +116,305 @@ async fn discover_hosts(kube: &kube::Client, ns: &str) -> Result<()> {
     Ok(())
 }
 
+fn node(name: &str, phase: NodePhase, zone: &str) -> NovaComputeNodeStatus {
+    NovaComputeNodeStatus {
+        zone: Some(zone.into()),
+        ..node_entry(name, phase)
+    }
+}
+
+fn node_entry(name: &str, phase: NodePhase) -> NovaComputeNodeStatus {
+    NovaComputeNodeStatus {
+        name: name.into(),
+        phase,
+        zone: None,
+        service_id: None,
+        service_status: None,
+        service_state: None,
+        disabled_reason: None,
+        instances: None,
+        conflicts_with: None,
+        traits: Vec::new(),
+    }
+}
+
+/// The Aggregates step against the real Nova: a live pool gets one marked aggregate per zone
+/// of its Pending and Active nodes and tenant_filter_tests; a second pass changes nothing; once
+/// the pool is deleting, the empty marked aggregates go, except one someone added metadata to.
+async fn aggregates_step(client: &Client, ns: &str) -> Result<()> {
+    let z1 = format!("z1-{ns}");
+    let z2 = format!("z2-{ns}");
+    let live = [
+        node("node-a", NodePhase::Pending, &z1),
+        node("node-b", NodePhase::Active, &z2),
+        node("node-c", NodePhase::Draining, &z2),
+    ];
+    let pool = |deleting, nodes| aggregates::Pool {
+        namespace: ns,
+        nova: "nova",
+        deleting,
+        nodes,
+        siblings: &[],
+    };
+    let (assessment, outcome, events) = aggregates::reconcile(client, &pool(false, &live)).await;
+    ensure!(outcome == aggregates::Outcome::Completed, "{outcome:?}");
+    let created: Vec<&str> = events.iter().map(|e| e.note.as_str()).collect();
+    ensure!(
+        created
+            == [
+                format!("Created host aggregate {z1} in availability zone {z1}"),
+                format!("Created host aggregate {z2} in availability zone {z2}"),
+                "Created host aggregate tenant_filter_tests".to_owned(),
+            ],
+        "{created:?}"
+    );
+    let report = aggregates::report(&assessment, &outcome);
+    ensure!(
+        report.ok && report.reason == Reason::NodesOutsideZoneAggregate,
+        "node-b is Active and in no host list: {report:?}"
+    );
+    let marker = format!("{ns}/nova");
+    let listed = client.aggregates().await?;
+    for (name, zone) in [
+        (&z1, z1.as_str()),
+        (&z2, z2.as_str()),
+        (&"tenant_filter_tests".to_owned(), ""),
+    ] {
+        let a = listed
+            .iter()
+            .find(|a| &a.name == name)
+            .with_context(|| format!("{name} exists"))?;
+        ensure!(
+            a.availability_zone == zone && a.metadata.get(aggregates::MARKER_KEY) == Some(&marker),
+            "{a:?}"
+        );
+    }
+    let (_, again, events) = aggregates::reconcile(client, &pool(false, &live)).await;
+    ensure!(
+        again == aggregates::Outcome::Completed && events.is_empty(),
+        "a converged pass changes nothing: {events:?}"
+    );
+
+    let z2_id = listed.iter().find(|a| a.name == z2).context("z2")?.id;
+    client
+        .set_aggregate_metadata(z2_id, "owner", "team-a")
+        .await?;
+    let leaving = live.clone().map(|mut n| {
+        n.phase = NodePhase::Draining;
+        n
+    });
+    let (assessment, outcome, events) = aggregates::reconcile(client, &pool(true, &leaving)).await;
+    ensure!(outcome == aggregates::Outcome::Completed, "{outcome:?}");
+    let notes: Vec<(bool, &str)> = events.iter().map(|e| (e.warning, e.reason)).collect();
+    ensure!(
+        notes
+            == [
+                (true, "AggregateKept"),
+                (false, "AggregateDeleted"),
+                (false, "AggregateDeleted")
+            ],
+        "{events:?}"
+    );
+    let names: Vec<String> = client
+        .aggregates()
+        .await?
+        .into_iter()
+        .map(|a| a.name)
+        .collect();
+    ensure!(
+        names == [z2.clone()],
+        "only the aggregate with foreign metadata stays: {names:?}"
+    );
+    ensure!(aggregates::report(&assessment, &outcome).requeue.is_none());
+    client.delete_aggregate(z2_id).await?;
+    Ok(())
+}
+
+/// A NovaCompute of Nova `nova` declaring `traits` on every node and `gpu` on `node`.
+fn traits_pool(ns: &str, node: &str, traits: &str, gpu: &str, deleting: bool) -> NovaCompute {
+    let mut pool = NovaCompute::new(
+        "pool-a",
+        serde_json::from_value(json!({
+            "novaRef": { "name": "nova" },
+            "nodeSelector": { "pool": "a" },
+            "traits": [traits],
+            "hostTraits": [{ "node": node, "traits": [gpu] }],
+        }))
+        .unwrap_or_else(|e| panic!("a NovaCompute spec: {e}")),
+    );
+    pool.metadata.namespace = Some(ns.into());
+    if deleting {
+        pool.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ));
+    }
+    pool
+}
+
+/// The Traits step against the real Placement and a real `kvm.cloud.sap/v1` Hypervisor in
+/// the API server (the hypervisor operator's half, applying the traits and reporting them in
+/// `status.traits`, is played by the test): the traits are created in Placement first, the
+/// sorted list is merge-patched into `spec.customTraits` under `cobaltcore-operator`, and once
+/// the pool is gone its created traits are deleted, except one a resource provider still
+/// carries (409: kept).
+async fn traits_step(cp: &ControlPlane, os: &OpenStack, client: &Client, ns: &str) -> Result<()> {
+    let suffix = ns.rsplit('-').next().unwrap_or("x").to_uppercase();
+    let (traits, gpu) = (
+        format!("CUSTOM_POOL_{suffix}"),
+        format!("CUSTOM_GPU_{suffix}"),
+    );
+    let node = format!("hv-{ns}");
+    let kube = cp.client()?;
+    let hypervisors: kube::Api<DynamicObject> =
+        kube::Api::all_with(kube.clone(), &kinds::hypervisor());
+    hypervisors
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "kvm.cloud.sap/v1", "kind": "Hypervisor",
+                "metadata": { "name": node }, "spec": {}
+            }))?,
+        )
+        .await?;
+    let cluster = LocalCluster::start(kube.clone(), None, Registry::default()).await;
+    let handle = traits::ClusterHypervisors(&*cluster);
+    let mut entry = node_entry(&node, NodePhase::Active);
+    let live = traits_pool(ns, &node, &traits, &gpu, false);
+    let run = |pool: &NovaCompute, nodes: Vec<NovaComputeNodeStatus>| {
+        let pool = pool.clone();
+        let handle = &handle;
+        async move {
+            let annotated = BTreeSet::new();
+            let view = traits::Pool {
+                cr: &pool,
+                nova: "nova",
+                nodes: &nodes,
+                annotated: &annotated,
+                siblings: &[],
+            };
+            traits::reconcile(client, handle, &view).await
+        }
+    };
+    let (outcome, report) = run(&live, vec![entry.clone()]).await;
+    let mut sorted = vec![gpu.clone(), traits.clone()];
+    sorted.sort();
+    ensure!(
+        outcome.created == sorted,
+        "both were created by this pool: {outcome:?}"
+    );
+    ensure!(
+        report.reason == Reason::WaitingForHypervisorOperator,
+        "{report:?}"
+    );
+    let written = hypervisors.get(&node).await?;
+    ensure!(
+        written.data["spec"]["customTraits"] == json!(sorted),
+        "{:?}",
+        written.data
+    );
+    ensure!(
+        written
+            .metadata
+            .managed_fields
+            .iter()
+            .flatten()
+            .any(|f| f.manager.as_deref() == Some("cobaltcore-operator")),
+        "the patch is owned by cobaltcore-operator"
+    );
+
+    // The hypervisor operator (played) applies them and reports them in status.traits.
+    let mut applied = sorted.clone();
+    applied.push("HW_CPU_X86_AVX".into());
+    hypervisors
+        .patch_status(
+            &node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "traits": applied, "numInstances": 0 } })),
+        )
+        .await?;
+    let (outcome, report) = run(&live, vec![entry.clone()]).await;
+    ensure!(report.reason == Reason::TraitsApplied, "{report:?}");
+    ensure!(outcome.records.get(&node) == Some(&sorted), "{outcome:?}");
+
+    // The pool is deleting: the node still records the traits, so they wait for it; once the
+    // node is released they are deleted, except the one a resource provider still carries.
+    let mut leaving = traits_pool(ns, &node, &traits, &gpu, true);
+    leaving.status = Some(NovaComputeStatus {
+        created_traits: sorted.clone(),
+        ..Default::default()
+    });
+    entry.phase = NodePhase::Draining;
+    entry.traits = sorted.clone();
+    let (outcome, report) = run(&leaving, vec![entry]).await;
+    ensure!(
+        outcome.created == sorted && report.requeue.is_some(),
+        "{outcome:?} {report:?}"
+    );
+    let placement = os.endpoint(PLACEMENT, Ports::PLACEMENT).await?;
+    let admin = os.admin_token().await?;
+    let headers = [
+        ("X-Auth-Token", admin.as_str()),
+        ("OpenStack-API-Version", "placement 1.20"),
+    ];
+    let rp = http::request(
+        placement,
+        "POST",
+        "/resource_providers",
+        &headers,
+        Some(&json!({ "name": format!("rp-traits-{ns}") })),
+    )
+    .await?
+    .json()?;
+    let uuid = rp["uuid"].as_str().context("uuid")?.to_owned();
+    let associated = http::request(
+        placement,
+        "PUT",
+        &format!("/resource_providers/{uuid}/traits"),
+        &headers,
+        Some(&json!({ "resource_provider_generation": rp["generation"], "traits": [gpu] })),
+    )
+    .await?;
+    ensure!(
+        associated.status == 200,
+        "associating: {}",
+        associated.status
+    );
+    let (outcome, report) = run(&leaving, Vec::new()).await;
+    ensure!(
+        outcome.created.is_empty() && report.ok,
+        "{outcome:?} {report:?}"
+    );
+    let events: Vec<(&str, &str)> = outcome
+        .events
+        .iter()
+        .map(|e| (e.reason, e.note.as_str()))
+        .collect();
+    ensure!(
+        events
+            == [
+                ("TraitKept", format!("Kept custom trait {gpu}: Placement still associates it with a resource provider").as_str()),
+                ("TraitDeleted", format!("Deleted custom trait {traits} from Placement: no NovaCompute of Nova nova declares it").as_str()),
+            ],
+        "{events:?}"
+    );
+    ensure!(
+        client.delete_trait(&traits).await? == TraitDeletion::Deleted,
+        "already gone"
+    );
+    http::request(
+        placement,
+        "DELETE",
+        &format!("/resource_providers/{uuid}"),
+        &headers,
+        None,
+    )
+    .await?;
+    ensure!(client.delete_trait(&gpu).await? == TraitDeletion::Deleted);
+    hypervisors.delete(&node, &DeleteParams::default()).await?;
+    Ok(())
+}
+
 async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> Result<T>
 where
     F: FnMut() -> Fut,
@@ -200,6 +504,9 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
         "{unknown}"
     );
     ensure!(!unknown.contains("gAAAA"), "a Fernet token in {unknown}");
+
+    aggregates_step(&client, &ns).await?;
+    traits_step(cp, os, &client, &ns).await?;
 
     // Traits: create, exist, 409 while a resource provider carries it, delete, gone.
     let name = format!(

@@ -72,6 +72,12 @@ pub fn vertical_pod_autoscaler() -> ApiResource {
     )
 }
 
+/// `kvm.cloud.sap/v1` Hypervisor (cluster-scoped, named after its Node), where a pool writes
+/// a node's custom traits for openstack-hypervisor-operator to apply.
+pub fn hypervisor() -> ApiResource {
+    resource("kvm.cloud.sap", "v1", "Hypervisor", "hypervisors")
+}
+
 /// Whether the object reports a `Ready` condition with status `True`.
 pub fn is_ready(object: &DynamicObject) -> bool {
     object.data["status"]["conditions"]

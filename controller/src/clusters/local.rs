@@ -36,6 +36,7 @@ use super::{
     Applied, Caching, Child, Cluster, ClusterError, FIELD_MANAGER, JobReport, KindSpec, Labels,
     Meta, Owner, SecretValues, controller_of, selector_string, selects,
 };
+use crate::openstack::{Direct, Transport};
 use crate::sensitive::Sensitive;
 
 /// The annotation `kubectl apply` keeps the whole last-applied object in (for a Secret, its
@@ -47,6 +48,7 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 pub struct Registry {
     kinds: Vec<KindSpec>,
     probe_address: Option<std::net::SocketAddr>,
+    service_routes: BTreeMap<String, std::net::SocketAddr>,
 }
 
 impl Registry {
@@ -69,6 +71,13 @@ impl Registry {
     /// a controller running outside the cluster, which cannot resolve `*.svc.cluster.local`.
     pub fn probe_services_at(mut self, address: Option<std::net::SocketAddr>) -> Self {
         self.probe_address = address;
+        self
+    }
+
+    /// Dials `routes[host:port]` for the OpenStack calls to those Service hosts instead of
+    /// resolving them: for a controller outside the cluster.
+    pub fn route_services(mut self, routes: BTreeMap<String, std::net::SocketAddr>) -> Self {
+        self.service_routes = routes;
         self
     }
 }
@@ -158,6 +167,7 @@ pub struct LocalCluster {
     client: Client,
     scope: Option<String>,
     probe_address: Option<std::net::SocketAddr>,
+    transport: Arc<dyn Transport>,
     kinds: HashMap<(String, String), Arc<KindCache>>,
     synced: tokio::sync::watch::Receiver<bool>,
     /// The termination message read for each Job UID, so a Job's pods are listed once.
@@ -197,6 +207,7 @@ impl LocalCluster {
             client,
             scope,
             probe_address: registry.probe_address,
+            transport: Arc::new(Direct::routed(registry.service_routes)),
             kinds,
             synced,
             reports: Mutex::default(),
@@ -585,6 +596,86 @@ impl Cluster for LocalCluster {
 
     fn probe<'a>(&'a self, url: &'a str) -> BoxFuture<'a, super::probe::Probe> {
         Box::pin(super::probe::get(url, self.probe_address))
+    }
+
+    fn transport(&self) -> Arc<dyn Transport> {
+        self.transport.clone()
+    }
+
+    fn get_live<'a>(
+        &'a self,
+        kind: &'a ApiResource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<DynamicObject>, ClusterError>> {
+        Box::pin(async move {
+            match self.api(kind, namespace).get(name).await {
+                Ok(object) => Ok(Some(object)),
+                // A missing object names itself in the status details; a 404 without them
+                // is the API server not knowing the resource at all.
+                Err(kube::Error::Api(status))
+                    if status.code == 404
+                        && status.details.as_ref().is_some_and(|d| d.name == name) =>
+                {
+                    Ok(None)
+                }
+                Err(kube::Error::Api(status)) if status.code == 404 => {
+                    Err(ClusterError::NotServed {
+                        kind: kind.kind.clone(),
+                    })
+                }
+                Err(e) => Err(ClusterError::Kube {
+                    action: format!("reading {} {name}", kind.kind),
+                    source: e,
+                }),
+            }
+        })
+    }
+
+    fn merge_patch<'a>(
+        &'a self,
+        kind: &'a ApiResource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        patch: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<(), ClusterError>> {
+        Box::pin(async move {
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..PatchParams::default()
+            };
+            self.api(kind, namespace)
+                .patch(name, &params, &Patch::Merge(patch))
+                .await
+                .map(drop)
+                .map_err(|e| ClusterError::Kube {
+                    action: format!("patching {} {name}", kind.kind),
+                    source: e,
+                })
+        })
+    }
+
+    fn list_live<'a>(
+        &'a self,
+        kind: &'a ApiResource,
+        namespace: &'a str,
+        selector: &'a Labels,
+        fields: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<DynamicObject>, ClusterError>> {
+        Box::pin(async move {
+            let mut params = ListParams::default().labels(&selector_string(selector));
+            if let Some(fields) = fields {
+                params = params.fields(fields);
+            }
+            self.api(kind, Some(namespace))
+                .list(&params)
+                .await
+                .map(|list| list.items)
+                .map_err(|e| ClusterError::Kube {
+                    action: format!("listing {} in {namespace}", kind.kind),
+                    source: e,
+                })
+        })
     }
 
     fn get<'a>(

@@ -126,6 +126,12 @@ pub enum ClusterError {
         /// What registration is missing.
         detail: &'static str,
     },
+    /// The cluster does not serve the kind (another operator's CRD is not installed).
+    #[error("the cluster does not serve {kind}")]
+    NotServed {
+        /// The kind.
+        kind: String,
+    },
     /// A desired object could not be serialized, or a cached one not parsed.
     #[error("{what}: {message}")]
     Invalid {
@@ -372,6 +378,40 @@ pub trait Cluster: Send + Sync {
 
     /// One GET of a plain-http Service URL on this cluster (the API health probe).
     fn probe<'a>(&'a self, url: &'a str) -> BoxFuture<'a, probe::Probe>;
+
+    /// How requests reach this cluster's Service URLs: the Keystone, Nova and Placement calls
+    /// of a NovaCompute pass.
+    fn transport(&self) -> Arc<dyn crate::openstack::Transport>;
+
+    /// One object read from the API server, never from a cache (a kind nothing watches, such
+    /// as the hypervisor operator's Hypervisors); None when it does not exist,
+    /// [`ClusterError::NotServed`] when the cluster does not serve the kind. Needs no
+    /// registration.
+    fn get_live<'a>(
+        &'a self,
+        kind: &'a ApiResource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<DynamicObject>, ClusterError>>;
+
+    /// A JSON merge patch of an object under [`FIELD_MANAGER`], without optimistic lock.
+    fn merge_patch<'a>(
+        &'a self,
+        kind: &'a ApiResource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        patch: &'a Value,
+    ) -> BoxFuture<'a, Result<(), ClusterError>>;
+
+    /// The objects of `kind` in `namespace` carrying every label of `selector` (and matching
+    /// the field selector `fields`), read from the API server: for pods, which no watch holds.
+    fn list_live<'a>(
+        &'a self,
+        kind: &'a ApiResource,
+        namespace: &'a str,
+        selector: &'a Labels,
+        fields: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<Vec<DynamicObject>, ClusterError>>;
 
     /// The requested keys of a Secret; None when the Secret does not exist.
     fn secret<'a>(

@@ -208,7 +208,7 @@ mod tests {
                 config_map: "pool-a-config-12345678".into(),
                 contract_hash: "abc".into(),
             }),
-            daemonset_applied: false,
+            ..Default::default()
         }
     }
 

@@ -2,17 +2,24 @@
 //! pipeline tables, its steps (one file each: observe through the cluster handle, then a pure
 //! plan), its teardown, its watches and the pool index they share.
 
+pub mod aggregates;
+pub mod compute_api;
 pub mod compute_vpa;
 pub mod controller;
 pub mod daemonset;
+pub mod discover_hosts;
 #[cfg(test)]
 pub(crate) mod fixtures;
 pub mod nodes;
 pub mod nova_ref;
+#[cfg(test)]
+mod plan_fixtures;
 pub mod pool_config;
 pub mod pools;
 pub mod resolved;
+pub mod services;
 pub mod teardown;
+pub mod traits;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

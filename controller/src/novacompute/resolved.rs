@@ -2,9 +2,11 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use nova_api::v1alpha1::{ImageSpec, Nova, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
 
+use crate::openstack::Client;
 use crate::pipeline::Merge;
 use crate::sensitive::Sensitive;
 
@@ -81,6 +83,12 @@ pub struct Resolved {
     /// Whether the DaemonSet step applied the DaemonSet in this pass (the VPA targets only an
     /// applied one).
     pub daemonset_applied: bool,
+    /// The OpenStack client of this pass, built by the first step that calls OpenStack and
+    /// shared by the others, so a pass asks Keystone for one token at most.
+    pub openstack: Option<Arc<Client>>,
+    /// The Services step's poll of Nova, which the Traits step returns (the shorter of it and
+    /// its own) instead of the Services step ending the pipeline with it.
+    pub services_poll: Option<Duration>,
 }
 
 fn later<T>(into: &mut Option<T>, value: Option<T>) {
@@ -95,6 +103,8 @@ impl Merge for Resolved {
         later(&mut self.nodes, later_plan.nodes);
         later(&mut self.config, later_plan.config);
         self.daemonset_applied |= later_plan.daemonset_applied;
+        later(&mut self.openstack, later_plan.openstack);
+        later(&mut self.services_poll, later_plan.services_poll);
     }
 }
 
@@ -112,6 +122,8 @@ pub enum StatusUpdate {
     },
     /// `status.installedImage`.
     InstalledImage(String),
+    /// `status.createdTraits`, sorted.
+    CreatedTraits(Vec<String>),
 }
 
 impl StatusUpdate {
@@ -124,6 +136,7 @@ impl StatusUpdate {
                 status.number_ready = ready;
             }
             StatusUpdate::InstalledImage(image) => status.installed_image = Some(image),
+            StatusUpdate::CreatedTraits(traits) => status.created_traits = traits,
         }
     }
 }

@@ -79,19 +79,23 @@ pub fn maintenance_labels(name: &str, component: &str) -> BTreeMap<String, Strin
     labels
 }
 
-/// The pod template of a Job container called `component` running `script`.
-fn pod_template(
-    inputs: &PodInputs<'_>,
-    component: &str,
-    script: String,
-    extra_env: Vec<EnvVar>,
-    restart_policy: &str,
-) -> PodTemplateSpec {
-    let command = SHELL
+/// A script run under `/bin/sh -eu -c`.
+fn shell(script: String) -> Vec<String> {
+    SHELL
         .iter()
         .map(|s| (*s).to_owned())
         .chain([script])
-        .collect();
+        .collect()
+}
+
+/// The pod template of a nova-manage Job container called `component` running `command`.
+pub fn pod_template(
+    inputs: &PodInputs<'_>,
+    component: &str,
+    command: Vec<String>,
+    extra_env: Vec<EnvVar>,
+    restart_policy: &str,
+) -> PodTemplateSpec {
     let mut container = pod::container(inputs, Role::Job, command, extra_env);
     container.name = component.to_owned();
     container.resources = Some(pod::job_resources(inputs.spec));
@@ -131,7 +135,7 @@ pub fn job(inputs: &PodInputs<'_>, which: DbJob) -> (Child, String) {
     let template = pod_template(
         inputs,
         which.suffix(),
-        which.script(cell_schema),
+        shell(which.script(cell_schema)),
         Vec::new(),
         "Never",
     );
@@ -175,7 +179,7 @@ pub fn archive_cron_job(inputs: &PodInputs<'_>, archive: &EffectiveDBArchive) ->
     let template = pod_template(
         inputs,
         ARCHIVE_COMPONENT,
-        db_scripts::db_archive(),
+        shell(db_scripts::db_archive()),
         env,
         "OnFailure",
     );

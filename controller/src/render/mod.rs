@@ -25,6 +25,7 @@ pub mod compute_pool;
 mod config_map;
 pub mod db_jobs;
 pub mod db_scripts;
+pub mod discover_hosts;
 mod error;
 pub mod extra_config;
 pub mod http_route;

@@ -1,0 +1,737 @@
+//! AggregatesReady (`novacompute.md` §4.4): one host aggregate per zone of the pool's Pending
+//! and Active nodes, plus the zone-less `tenant_filter_tests` while the pool lives, because
+//! openstack-hypervisor-operator puts every host it onboards into both and creates neither.
+//! What the operator creates carries the marker `c5c3.io:nova=<namespace>/<nova>`; a marked
+//! aggregate no pool of the Nova needs any more is deleted once it holds no host, unless someone
+//! added metadata to it. Hosts are never added or removed here: onboarding adds them, and
+//! deleting a compute service removes them.
+
+use nova_api::conditions::NovaComputeConditionType as C;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::resolved::Resolved;
+use super::{
+    NovaComputePass, NovaComputePlan, REQUEUE_COMPUTE_DRAIN_POLLING, compute_api, nova_side,
+};
+use crate::pipeline::{REQUEUE_DEPLOYMENT_POLLING, StepFuture};
+
+use nova_api::conditions::Reason;
+use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus};
+
+use crate::openstack::nova::Aggregate;
+use crate::openstack::{Client, OpenStackError};
+use crate::pipeline::EventNote;
+
+/// The metadata key of the marker (no slash: Nova restricts metadata keys).
+pub const MARKER_KEY: &str = "c5c3.io:nova";
+/// The aggregate the hypervisor operator's tenant filter tests need.
+pub const TENANT_FILTER_TESTS: &str = "tenant_filter_tests";
+/// The metadata key Nova mirrors an aggregate's zone into.
+const ZONE_KEY: &str = "availability_zone";
+
+/// What the step reads about its pool and the other pools of the Nova.
+#[derive(Clone, Copy, Debug)]
+pub struct Pool<'a> {
+    /// The pool's namespace.
+    pub namespace: &'a str,
+    /// The Nova's name.
+    pub nova: &'a str,
+    /// Whether the pool is being deleted.
+    pub deleting: bool,
+    /// The pool's ledger as this pass left it.
+    pub nodes: &'a [NovaComputeNodeStatus],
+    /// The other NovaComputes of the Nova (any cluster), this one excluded.
+    pub siblings: &'a [Arc<NovaCompute>],
+}
+
+impl Pool<'_> {
+    /// The marker value, `<namespace>/<nova>`.
+    pub fn marker(&self) -> String {
+        format!("{}/{}", self.namespace, self.nova)
+    }
+}
+
+/// An aggregate to create.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wanted {
+    /// The name (the zone, or `tenant_filter_tests`).
+    pub name: String,
+    /// The availability zone; none for `tenant_filter_tests`.
+    pub zone: Option<String>,
+}
+
+/// What the step changes in Nova.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Missing aggregates, created and then marked.
+    pub create: Vec<Wanted>,
+    /// Marked, unneeded, empty aggregates without foreign metadata.
+    pub delete: Vec<Aggregate>,
+    /// Marked, unneeded, empty aggregates kept for their foreign metadata keys (sorted).
+    pub kept: Vec<(String, Vec<String>)>,
+}
+
+/// How the pool's aggregates look, for the condition.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Assessment {
+    /// The aggregates the pool ensures, sorted.
+    pub ensured: Vec<String>,
+    /// `aggregate <name> has availability zone "<az>"`, one per mismatch.
+    pub mismatches: Vec<String>,
+    /// Pending/Active nodes without a zone label.
+    pub without_zone: Vec<String>,
+    /// Active nodes in no aggregate of their zone, with the zone.
+    pub outside: Vec<(String, String)>,
+}
+
+/// The zones of a ledger's Pending and Active nodes, and those nodes without a zone.
+fn onboarding_zones(nodes: &[NovaComputeNodeStatus]) -> (BTreeSet<String>, Vec<String>) {
+    let mut zones = BTreeSet::new();
+    let mut without = Vec::new();
+    for node in nodes
+        .iter()
+        .filter(|n| matches!(n.phase, NodePhase::Pending | NodePhase::Active))
+    {
+        match node.zone.as_deref().filter(|z| !z.is_empty()) {
+            Some(zone) => {
+                zones.insert(zone.to_owned());
+            }
+            None => without.push(node.name.clone()),
+        }
+    }
+    (zones, without)
+}
+
+/// The aggregates some live pool of the Nova still needs: the zones of every ledger entry of
+/// every pool that is not being deleted, and `tenant_filter_tests` while one such pool exists.
+fn required(pool: &Pool<'_>) -> BTreeSet<String> {
+    let own = (!pool.deleting).then_some(pool.nodes);
+    let live: Vec<&[NovaComputeNodeStatus]> = own
+        .into_iter()
+        .chain(
+            pool.siblings
+                .iter()
+                .filter(|s| s.metadata.deletion_timestamp.is_none())
+                .map(|s| s.status.as_ref().map_or(&[][..], |st| st.nodes.as_slice())),
+        )
+        .collect();
+    let mut names: BTreeSet<String> = live
+        .iter()
+        .flat_map(|nodes| nodes.iter())
+        .filter_map(|n| n.zone.clone().filter(|z| !z.is_empty()))
+        .collect();
+    if !live.is_empty() {
+        names.insert(TENANT_FILTER_TESTS.to_owned());
+    }
+    names
+}
+
+/// The pure part: what to create, delete and keep, and how the pool's aggregates look.
+pub fn plan(pool: &Pool<'_>, aggregates: &[Aggregate]) -> (Changes, Assessment) {
+    let (zones, without_zone) = onboarding_zones(pool.nodes);
+    let mut wanted: Vec<Wanted> = zones
+        .iter()
+        .map(|z| Wanted {
+            name: z.clone(),
+            zone: Some(z.clone()),
+        })
+        .collect();
+    if !pool.deleting {
+        wanted.push(Wanted {
+            name: TENANT_FILTER_TESTS.to_owned(),
+            zone: None,
+        });
+    }
+    let by_name: BTreeMap<&str, &Aggregate> =
+        aggregates.iter().map(|a| (a.name.as_str(), a)).collect();
+    let mut changes = Changes::default();
+    let mut mismatches = Vec::new();
+    for w in &wanted {
+        match by_name.get(w.name.as_str()) {
+            None => changes.create.push(w.clone()),
+            Some(existing) if existing.availability_zone != w.zone.clone().unwrap_or_default() => {
+                mismatches.push(format!(
+                    "aggregate {} has availability zone \"{}\"",
+                    w.name, existing.availability_zone
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    let required = required(pool);
+    let marker = pool.marker();
+    for a in aggregates.iter().filter(|a| {
+        a.metadata.get(MARKER_KEY) == Some(&marker)
+            && !required.contains(&a.name)
+            && a.hosts.is_empty()
+    }) {
+        let foreign: Vec<String> = a
+            .metadata
+            .keys()
+            .filter(|k| *k != MARKER_KEY && *k != ZONE_KEY)
+            .cloned()
+            .collect();
+        if foreign.is_empty() {
+            changes.delete.push(a.clone());
+        } else {
+            changes.kept.push((a.name.clone(), foreign));
+        }
+    }
+    let outside = pool
+        .nodes
+        .iter()
+        .filter(|n| n.phase == NodePhase::Active)
+        .filter_map(|n| Some((n, n.zone.as_deref().filter(|z| !z.is_empty())?)))
+        .filter(|(n, zone)| {
+            !aggregates
+                .iter()
+                .any(|a| a.availability_zone == *zone && a.hosts.contains(&n.name))
+        })
+        .map(|(n, zone)| (n.name.clone(), zone.to_owned()))
+        .collect();
+    let mut ensured: Vec<String> = wanted.into_iter().map(|w| w.name).collect();
+    ensured.sort();
+    (
+        changes,
+        Assessment {
+            ensured,
+            mismatches,
+            without_zone,
+            outside,
+        },
+    )
+}
+
+/// How carrying out the changes ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every call succeeded.
+    Completed,
+    /// A create answered 409: someone created the aggregate meanwhile.
+    Concurrent(String),
+    /// A call failed; the message names the action.
+    Failed(String),
+}
+
+/// The condition of a pass. Only a completed step goes on: a failed call and a concurrent
+/// create requeue, which also holds a deleting pool's finalizer (the teardown runs only after
+/// every step before it went on).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// True or False.
+    pub ok: bool,
+    /// The reason.
+    pub reason: Reason,
+    /// The message.
+    pub message: String,
+    /// End the pass and come back after this; None goes on.
+    pub requeue: Option<Duration>,
+}
+
+/// The condition: a failed call, then a concurrent create, then the zone mismatches, then
+/// the zone-less nodes (both not waits: the later steps still run), then the True reasons.
+pub fn report(assessment: &Assessment, outcome: &Outcome) -> Report {
+    let report = |ok, reason, message: String, requeue| Report {
+        ok,
+        reason,
+        message,
+        requeue,
+    };
+    match outcome {
+        Outcome::Failed(message) => report(
+            false,
+            Reason::ComputeAPIError,
+            message.clone(),
+            Some(REQUEUE_COMPUTE_DRAIN_POLLING),
+        ),
+        Outcome::Concurrent(name) => report(
+            false,
+            Reason::WaitingForAggregate,
+            format!("Aggregate {name} was created concurrently; reading it back"),
+            Some(REQUEUE_DEPLOYMENT_POLLING),
+        ),
+        Outcome::Completed if !assessment.mismatches.is_empty() => report(
+            false,
+            Reason::AggregateZoneMismatch,
+            assessment.mismatches.join("; "),
+            None,
+        ),
+        Outcome::Completed if !assessment.without_zone.is_empty() => report(
+            false,
+            Reason::NodesWithoutZone,
+            format!(
+                "Nodes without the topology.kubernetes.io/zone label cannot be onboarded: {}",
+                assessment.without_zone.join(", ")
+            ),
+            None,
+        ),
+        Outcome::Completed if !assessment.outside.is_empty() => report(
+            true,
+            Reason::NodesOutsideZoneAggregate,
+            format!(
+                "Active nodes in no aggregate of their zone: {}",
+                assessment
+                    .outside
+                    .iter()
+                    .map(|(n, z)| format!("{n} ({z})"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None,
+        ),
+        Outcome::Completed if assessment.ensured.is_empty() => report(
+            true,
+            Reason::AggregatesEnsured,
+            "No aggregate is required".to_owned(),
+            None,
+        ),
+        Outcome::Completed => report(
+            true,
+            Reason::AggregatesEnsured,
+            format!(
+                "Host aggregates in place: {}",
+                assessment.ensured.join(", ")
+            ),
+            None,
+        ),
+    }
+}
+
+/// The failing action prefixed to the client's error; a failed login is `authenticating`.
+pub fn failed(action: &str, error: &OpenStackError) -> String {
+    match error {
+        OpenStackError::Unauthenticated(inner) => format!("authenticating: {inner}"),
+        other => format!("{action}: {other}"),
+    }
+}
+
+/// Lists the aggregates, carries out the plan's changes in order (stopping at the first
+/// failure), and returns the assessment, the outcome and the events.
+pub async fn reconcile(client: &Client, pool: &Pool<'_>) -> (Assessment, Outcome, Vec<EventNote>) {
+    let aggregates = match client.aggregates().await {
+        Ok(aggregates) => aggregates,
+        Err(e) => {
+            return (
+                Assessment::default(),
+                Outcome::Failed(failed("listing aggregates", &e)),
+                Vec::new(),
+            );
+        }
+    };
+    let (changes, assessment) = plan(pool, &aggregates);
+    let mut notes: Vec<EventNote> = changes
+        .kept
+        .iter()
+        .map(|(name, keys)| EventNote {
+            warning: true,
+            reason: "AggregateKept",
+            note: format!(
+                "Kept empty host aggregate {name}: it carries metadata the operator did not set ({})",
+                keys.join(", ")
+            ),
+        })
+        .collect();
+    let outcome = apply(client, pool, &changes, &mut notes).await;
+    (assessment, outcome, notes)
+}
+
+async fn apply(
+    client: &Client,
+    pool: &Pool<'_>,
+    changes: &Changes,
+    notes: &mut Vec<EventNote>,
+) -> Outcome {
+    let marker = pool.marker();
+    for w in &changes.create {
+        let created = match client.create_aggregate(&w.name, w.zone.as_deref()).await {
+            Ok(Some(created)) => created,
+            Ok(None) => return Outcome::Concurrent(w.name.clone()),
+            Err(e) => {
+                return Outcome::Failed(failed(&format!("creating aggregate {}", w.name), &e));
+            }
+        };
+        if let Err(e) = client
+            .set_aggregate_metadata(created.id, MARKER_KEY, &marker)
+            .await
+        {
+            let mut message = failed(&format!("marking aggregate {}", w.name), &e);
+            if let Err(cleanup) = client.delete_aggregate(created.id).await {
+                message.push_str("; ");
+                message.push_str(&failed(
+                    &format!("deleting the unmarked aggregate {}", w.name),
+                    &cleanup,
+                ));
+            }
+            return Outcome::Failed(message);
+        }
+        notes.push(EventNote {
+            warning: false,
+            reason: "AggregateCreated",
+            note: match &w.zone {
+                Some(zone) => format!(
+                    "Created host aggregate {} in availability zone {zone}",
+                    w.name
+                ),
+                None => format!("Created host aggregate {}", w.name),
+            },
+        });
+    }
+    for a in &changes.delete {
+        if let Err(e) = client.delete_aggregate(a.id).await {
+            return Outcome::Failed(failed(&format!("deleting aggregate {}", a.name), &e));
+        }
+        notes.push(EventNote {
+            warning: false,
+            reason: "AggregateDeleted",
+            note: format!(
+                "Deleted host aggregate {}: no NovaCompute of Nova {} needs it",
+                a.name, pool.nova
+            ),
+        });
+    }
+    Outcome::Completed
+}
+
+/// The Aggregates step (a Nova-side step: skipped on a deleting pool whose Nova is gone).
+pub fn run(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
+    nova_side(pass, step)
+}
+
+fn step(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
+    Box::pin(async move {
+        let Some(nova) = &pass.resolved.nova else {
+            return Ok(NovaComputePlan::proceed());
+        };
+        let side = compute_api::side(pass, nova);
+        let pool = Pool {
+            namespace: &pass.owner.namespace,
+            nova: &pass.cr.spec.nova_ref.name,
+            deleting: pass.cr.metadata.deletion_timestamp.is_some(),
+            nodes: &side.nodes,
+            siblings: &side.siblings,
+        };
+        let (assessment, outcome, events) = reconcile(&side.client, &pool).await;
+        let r = report(&assessment, &outcome);
+        let plan = NovaComputePlan::proceed()
+            .report(C::AggregatesReady, r.ok, r.reason, r.message)
+            .resolve(Resolved {
+                openstack: Some(side.client.clone()),
+                ..Resolved::default()
+            });
+        let mut plan = compute_api::with_events(plan, events);
+        if let Some(after) = r.requeue {
+            plan = plan.requeue(after);
+        }
+        Ok(plan)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::novacompute::plan_fixtures::{entry, pool_cr};
+
+    fn aggregate(
+        id: i64,
+        name: &str,
+        zone: &str,
+        hosts: &[&str],
+        meta: &[(&str, &str)],
+    ) -> Aggregate {
+        Aggregate {
+            id,
+            name: name.into(),
+            availability_zone: zone.into(),
+            hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
+            metadata: meta
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        }
+    }
+
+    fn pool<'a>(
+        deleting: bool,
+        nodes: &'a [NovaComputeNodeStatus],
+        siblings: &'a [Arc<NovaCompute>],
+    ) -> Pool<'a> {
+        Pool {
+            namespace: "ns",
+            nova: "nova",
+            deleting,
+            nodes,
+            siblings,
+        }
+    }
+
+    const MARK: (&str, &str) = (MARKER_KEY, "ns/nova");
+
+    #[test]
+    fn one_aggregate_per_zone_of_pending_and_active_nodes_plus_tenant_filter_tests() {
+        let nodes = [
+            entry("a", NodePhase::Active, Some("z1")),
+            entry("b", NodePhase::Pending, Some("z2")),
+            entry("c", NodePhase::Draining, Some("z3")),
+            entry("d", NodePhase::Conflict, Some("z4")),
+            entry("e", NodePhase::Pending, None),
+        ];
+        let existing = [aggregate(1, "z1", "z1", &["a"], &[MARK])];
+        let (changes, assessment) = plan(&pool(false, &nodes, &[]), &existing);
+        assert_eq!(
+            changes.create,
+            [
+                Wanted {
+                    name: "z2".into(),
+                    zone: Some("z2".into())
+                },
+                Wanted {
+                    name: TENANT_FILTER_TESTS.into(),
+                    zone: None
+                },
+            ]
+        );
+        assert_eq!(assessment.ensured, ["tenant_filter_tests", "z1", "z2"]);
+        assert_eq!(assessment.without_zone, ["e"]);
+        assert!(assessment.outside.is_empty());
+        let r = report(&assessment, &Outcome::Completed);
+        assert_eq!(
+            (r.ok, r.reason, r.requeue),
+            (false, Reason::NodesWithoutZone, None)
+        );
+        assert_eq!(
+            r.message,
+            "Nodes without the topology.kubernetes.io/zone label cannot be onboarded: e"
+        );
+    }
+
+    #[test]
+    fn a_deleting_pool_ensures_no_tenant_filter_tests_and_frees_what_nobody_needs() {
+        let nodes = [entry("a", NodePhase::Draining, Some("z1"))];
+        let existing = [
+            aggregate(1, "z1", "z1", &[], &[MARK]),
+            aggregate(2, TENANT_FILTER_TESTS, "", &[], &[MARK]),
+            aggregate(3, "z9", "z9", &[], &[]),
+            aggregate(4, "z8", "z8", &["x"], &[MARK]),
+            aggregate(
+                5,
+                "z7",
+                "z7",
+                &[],
+                &[MARK, ("owner", "team-a"), ("availability_zone", "z7")],
+            ),
+            aggregate(6, "z6", "z6", &[], &[(MARKER_KEY, "other/nova")]),
+        ];
+        let (changes, assessment) = plan(&pool(true, &nodes, &[]), &existing);
+        assert!(changes.create.is_empty());
+        assert_eq!(
+            changes.delete.iter().map(|a| a.id).collect::<Vec<_>>(),
+            [1, 2],
+            "marked, unneeded and empty; unmarked (3), holding a host (4) and another Nova's (6) stay"
+        );
+        assert_eq!(changes.kept, [("z7".to_owned(), vec!["owner".to_owned()])]);
+        let r = report(&assessment, &Outcome::Completed);
+        assert_eq!((r.ok, r.reason), (true, Reason::AggregatesEnsured));
+        assert_eq!(r.message, "No aggregate is required");
+    }
+
+    #[test]
+    fn the_required_set_is_the_union_over_the_live_pools_of_the_nova() {
+        let live = pool_cr(
+            "other",
+            false,
+            vec![entry("x", NodePhase::Draining, Some("z2"))],
+        );
+        let leaving = pool_cr(
+            "leaving",
+            true,
+            vec![entry("y", NodePhase::Active, Some("z3"))],
+        );
+        let siblings = [Arc::new(live), Arc::new(leaving)];
+        let existing = [
+            aggregate(1, "z1", "z1", &[], &[MARK]),
+            aggregate(2, "z2", "z2", &[], &[MARK]),
+            aggregate(3, "z3", "z3", &[], &[MARK]),
+            aggregate(4, TENANT_FILTER_TESTS, "", &[], &[MARK]),
+        ];
+        let (changes, _) = plan(&pool(true, &[], &siblings), &existing);
+        assert_eq!(
+            changes
+                .delete
+                .iter()
+                .map(|a| a.name.as_str())
+                .collect::<Vec<_>>(),
+            ["z1", "z3"],
+            "z2 is needed by a live pool (whatever the phase), and so is tenant_filter_tests"
+        );
+        let (changes, _) = plan(&pool(true, &[], &[]), &existing);
+        assert_eq!(changes.delete.len(), 4, "no live pool is left");
+    }
+
+    #[test]
+    fn a_zone_mismatch_is_reported_first_and_the_aggregate_used_as_is() {
+        let nodes = [
+            entry("a", NodePhase::Active, Some("z1")),
+            entry("b", NodePhase::Pending, None),
+        ];
+        let existing = [
+            aggregate(1, "z1", "elsewhere", &["a"], &[]),
+            aggregate(2, TENANT_FILTER_TESTS, "z1", &["a"], &[]),
+        ];
+        let (changes, assessment) = plan(&pool(false, &nodes, &[]), &existing);
+        assert!(changes.create.is_empty() && changes.delete.is_empty());
+        let r = report(&assessment, &Outcome::Completed);
+        assert_eq!(
+            (r.ok, r.reason, r.requeue),
+            (false, Reason::AggregateZoneMismatch, None)
+        );
+        assert_eq!(
+            r.message,
+            "aggregate z1 has availability zone \"elsewhere\"; aggregate tenant_filter_tests has availability zone \"z1\""
+        );
+    }
+
+    #[test]
+    fn active_nodes_in_no_aggregate_of_their_zone_keep_the_condition_true() {
+        let nodes = [
+            entry("a", NodePhase::Active, Some("z1")),
+            entry("b", NodePhase::Active, Some("z1")),
+            entry("c", NodePhase::Pending, Some("z1")),
+        ];
+        let existing = [
+            aggregate(1, "z1", "z1", &["a"], &[MARK]),
+            aggregate(2, "rack-7", "z1", &["b"], &[]),
+            aggregate(3, TENANT_FILTER_TESTS, "", &["a", "b"], &[MARK]),
+        ];
+        let (_, assessment) = plan(&pool(false, &nodes, &[]), &existing);
+        assert!(
+            assessment.outside.is_empty(),
+            "b is in another aggregate of z1; c is not Active"
+        );
+        let moved = [
+            aggregate(1, "z1", "z1", &[], &[MARK]),
+            existing[1].clone(),
+            existing[2].clone(),
+        ];
+        let nodes = [entry("a", NodePhase::Active, Some("z1"))];
+        let (_, assessment) = plan(&pool(false, &nodes, &[]), &moved);
+        let r = report(&assessment, &Outcome::Completed);
+        assert_eq!((r.ok, r.reason), (true, Reason::NodesOutsideZoneAggregate));
+        assert_eq!(
+            r.message,
+            "Active nodes in no aggregate of their zone: a (z1)"
+        );
+        let (_, assessment) = plan(&pool(false, &nodes, &[]), &existing);
+        let r = report(&assessment, &Outcome::Completed);
+        assert_eq!(
+            r.message,
+            "Host aggregates in place: tenant_filter_tests, z1"
+        );
+    }
+
+    #[test]
+    fn a_failed_call_retries_in_30s_and_a_concurrent_create_rereads_in_10s() {
+        let assessment = Assessment::default();
+        let r = report(
+            &assessment,
+            &Outcome::Failed("listing aggregates: boom".into()),
+        );
+        assert_eq!(
+            (r.ok, r.reason, r.message.as_str(), r.requeue),
+            (
+                false,
+                Reason::ComputeAPIError,
+                "listing aggregates: boom",
+                Some(REQUEUE_COMPUTE_DRAIN_POLLING),
+            )
+        );
+        let r = report(&assessment, &Outcome::Concurrent("z1".into()));
+        assert_eq!(
+            (r.reason, r.message.as_str(), r.requeue),
+            (
+                Reason::WaitingForAggregate,
+                "Aggregate z1 was created concurrently; reading it back",
+                Some(REQUEUE_DEPLOYMENT_POLLING),
+            )
+        );
+    }
+
+    mod calls {
+        use super::*;
+        use crate::openstack::fake::{Fake, client};
+
+        #[tokio::test]
+        async fn created_aggregates_are_marked_and_an_unmarkable_one_is_deleted_again() {
+            let nodes = [entry("a", NodePhase::Pending, Some("z1"))];
+            let fake = Fake::new()
+                .answer("GET", "/v2.1/os-aggregates", 200, r#"{"aggregates": [{"id": 9, "name": "old", "availability_zone": "old", "hosts": [], "metadata": {"c5c3.io:nova": "ns/nova"}}]}"#)
+                .answer("POST", "/v2.1/os-aggregates", 200, r#"{"aggregate": {"id": 1, "name": "z1", "availability_zone": "z1"}}"#)
+                .answer("POST", "/v2.1/os-aggregates", 200, r#"{"aggregate": {"id": 2, "name": "tenant_filter_tests", "availability_zone": null}}"#)
+                .answer("POST", "/v2.1/os-aggregates/1/action", 200, "{}")
+                .answer("POST", "/v2.1/os-aggregates/2/action", 200, "{}")
+                .answer("DELETE", "/v2.1/os-aggregates/9", 200, "");
+            let (_, outcome, notes) =
+                reconcile(&client(&fake, None), &pool(false, &nodes, &[])).await;
+            assert_eq!(outcome, Outcome::Completed);
+            assert_eq!(
+                fake.calls(),
+                [
+                    "GET /v2.1/os-aggregates",
+                    "POST /v2.1/os-aggregates",
+                    "POST /v2.1/os-aggregates/1/action",
+                    "POST /v2.1/os-aggregates",
+                    "POST /v2.1/os-aggregates/2/action",
+                    "DELETE /v2.1/os-aggregates/9",
+                ]
+            );
+            assert_eq!(
+                notes.iter().map(|n| n.note.as_str()).collect::<Vec<_>>(),
+                [
+                    "Created host aggregate z1 in availability zone z1",
+                    "Created host aggregate tenant_filter_tests",
+                    "Deleted host aggregate old: no NovaCompute of Nova nova needs it",
+                ]
+            );
+
+            let fake = Fake::new()
+                .answer("GET", "/v2.1/os-aggregates", 200, r#"{"aggregates": []}"#)
+                .answer(
+                    "POST",
+                    "/v2.1/os-aggregates",
+                    200,
+                    r#"{"aggregate": {"id": 1, "name": "z1", "availability_zone": "z1"}}"#,
+                )
+                .answer("POST", "/v2.1/os-aggregates/1/action", 400, "bad key")
+                .answer("DELETE", "/v2.1/os-aggregates/1", 500, "stuck");
+            let (_, outcome, notes) =
+                reconcile(&client(&fake, None), &pool(false, &nodes, &[])).await;
+            assert_eq!(
+                outcome,
+                Outcome::Failed(
+                    "marking aggregate z1: POST /v2.1/os-aggregates/1/action: HTTP 400: bad key; \
+                     deleting the unmarked aggregate z1: DELETE /v2.1/os-aggregates/1: HTTP 500: stuck"
+                        .into()
+                )
+            );
+            assert!(notes.is_empty());
+        }
+
+        #[tokio::test]
+        async fn a_409_on_create_waits_and_a_failed_login_is_authenticating() {
+            let nodes = [entry("a", NodePhase::Pending, Some("z1"))];
+            let fake = Fake::new()
+                .answer("GET", "/v2.1/os-aggregates", 200, r#"{"aggregates": []}"#)
+                .answer("POST", "/v2.1/os-aggregates", 409, "exists");
+            let (_, outcome, _) = reconcile(&client(&fake, None), &pool(false, &nodes, &[])).await;
+            assert_eq!(outcome, Outcome::Concurrent("z1".into()));
+
+            let fake = Fake::new().login(503, None, "down");
+            let (_, outcome, _) = reconcile(&client(&fake, None), &pool(false, &nodes, &[])).await;
+            assert_eq!(
+                outcome,
+                Outcome::Failed("authenticating: POST /v3/auth/tokens: HTTP 503: down".into())
+            );
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! What the Aggregates, Services and Traits steps share in a pass: the one OpenStack client
+//! (built by the first of them, so a pass asks Keystone at most once), the ledger as the steps
+//! before left it, and the other pools of the Nova.
+
+use std::sync::Arc;
+
+use nova_api::v1alpha1::{NovaCompute, NovaComputeNodeStatus};
+
+use super::resolved::NovaInputs;
+use super::{NovaComputePass, NovaComputePlan, ledger};
+use crate::openstack::{Client, Credentials, Endpoints};
+use crate::pipeline::EventNote;
+
+/// The client of this pass: the one an earlier step built, or a new one for the Nova. The
+/// Nova of a pool is on the pool's management cluster in this build (no target cluster
+/// resolves), so its Services are reached through the pass's own handle.
+pub fn client(pass: &NovaComputePass, nova: &NovaInputs) -> Arc<Client> {
+    if let Some(client) = &pass.resolved.openstack {
+        return client.clone();
+    }
+    let spec = &nova.nova.spec;
+    let c = &nova.credentials;
+    Arc::new(Client::new(
+        pass.cluster.transport(),
+        Endpoints {
+            keystone: nova.keystone_url.clone(),
+            nova: nova.compute_url.clone(),
+            placement: spec
+                .endpoints
+                .as_ref()
+                .and_then(|e| e.placement.as_ref())
+                .and_then(|p| p.override_url.clone()),
+            region: spec.region.clone(),
+        },
+        Credentials {
+            username: c.username.clone(),
+            password: c.password.clone(),
+            project_name: c.project_name.clone(),
+            user_domain_name: c.user_domain_name.clone(),
+            project_domain_name: c.project_domain_name.clone(),
+        },
+    ))
+}
+
+/// What the Aggregates and Traits steps start from.
+pub struct Side {
+    /// The client of this pass.
+    pub client: Arc<Client>,
+    /// The ledger as the steps before left it.
+    pub nodes: Vec<NovaComputeNodeStatus>,
+    /// The other pools of the Nova.
+    pub siblings: Vec<Arc<NovaCompute>>,
+}
+
+/// The client, the ledger and the other pools of this pass.
+pub fn side(pass: &NovaComputePass, nova: &NovaInputs) -> Side {
+    Side {
+        client: client(pass, nova),
+        nodes: current_ledger(pass),
+        siblings: siblings(pass),
+    }
+}
+
+/// Adds a step's events to its plan.
+pub fn with_events(
+    plan: NovaComputePlan,
+    events: impl IntoIterator<Item = EventNote>,
+) -> NovaComputePlan {
+    events
+        .into_iter()
+        .fold(plan, |plan, e| plan.event(e.warning, e.reason, e.note))
+}
+
+/// The ledger as the steps before left it (the stored one on a pass that skipped the Nodes
+/// step).
+pub fn current_ledger(pass: &NovaComputePass) -> Vec<NovaComputeNodeStatus> {
+    match &pass.resolved.nodes {
+        Some(sets) => sets.ledger.clone(),
+        None => ledger(&pass.cr).to_vec(),
+    }
+}
+
+/// The other pools of the Nova: the Nodes step's list, or the shared index on a pass that
+/// skipped it.
+fn siblings(pass: &NovaComputePass) -> Vec<Arc<NovaCompute>> {
+    match &pass.resolved.nodes {
+        Some(sets) => sets.siblings.clone(),
+        None => pass.shared.siblings(&pass.cr),
+    }
+}

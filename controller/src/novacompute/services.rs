@@ -1,0 +1,803 @@
+//! ServicesReady (`novacompute.md` §4.3): the ledger follows Nova's compute services. Pending
+//! and Active follow the registration (and a registered node turns Active only once its host is
+//! mapped into the cell); a Draining node's service is disabled once and its servers counted;
+//! a Releasing node's service is deleted once no pod of the pool runs there. The pool never
+//! migrates a server and never enables a service. Deleting the service is the point of no
+//! return: Nova drops the host from every aggregate, its resource providers and its mapping.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::core::ApiResource;
+use nova_api::conditions::NovaComputeConditionType as C;
+use nova_api::labels::novacompute_selector;
+use nova_api::v1alpha1::NovaCompute;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use super::resolved::{NodeSets, Resolved, StatusUpdate};
+use super::{
+    NovaComputePass, NovaComputePlan, REQUEUE_COMPUTE_DRAIN_POLLING,
+    REQUEUE_COMPUTE_RELEASE_POLLING, REQUEUE_COMPUTE_SERVICE_POLLING,
+    REQUEUE_HOST_DISCOVERY_POLLING, compute_api, discover_hosts, nova_side,
+};
+use crate::clusters::ClusterError;
+use crate::pipeline::StepFuture;
+
+use nova_api::conditions::Reason;
+use nova_api::v1alpha1::{NodePhase, NovaComputeNodeStatus};
+
+use crate::openstack::Client;
+use crate::openstack::nova::{ComputeService, ServiceDeletion};
+use crate::pipeline::EventNote;
+
+use super::aggregates::failed;
+
+/// The poll a node needs in `phase`.
+fn poll(phase: NodePhase) -> Duration {
+    match phase {
+        NodePhase::Releasing => REQUEUE_COMPUTE_RELEASE_POLLING,
+        NodePhase::Draining | NodePhase::Pending => REQUEUE_COMPUTE_DRAIN_POLLING,
+        NodePhase::Active | NodePhase::Conflict => REQUEUE_COMPUTE_SERVICE_POLLING,
+    }
+}
+
+/// What the walk works on.
+#[derive(Clone, Copy, Debug)]
+pub struct Pool<'a> {
+    /// The pool's namespace.
+    pub namespace: &'a str,
+    /// The pool's name.
+    pub name: &'a str,
+    /// The ledger as the Nodes step left it, sorted by name.
+    pub nodes: &'a [NovaComputeNodeStatus],
+    /// Releasing nodes another pool took over: dropped without a call.
+    pub handover: &'a BTreeSet<String>,
+    /// Nodes on which a non-finished pod of this pool still runs (listed only while a node is
+    /// Releasing).
+    pub pods_on: &'a BTreeSet<String>,
+}
+
+/// Where the walk left the ledger.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Walk {
+    /// The new ledger (dropped entries removed; unwalked entries unchanged after a failure).
+    pub nodes: Vec<NovaComputeNodeStatus>,
+    /// Pending nodes with a registered service and no host mapping yet (host discovery).
+    pub unmapped: Vec<String>,
+    /// The events.
+    pub events: Vec<EventNote>,
+    /// The failed call that stopped the walk, as the condition message.
+    pub failure: Option<String>,
+    /// The failed hypervisor listing (those nodes stayed Pending, the walk went on).
+    pub mapping_failure: Option<String>,
+    /// The shortest poll any node needs at entry or at exit.
+    pub poll: Duration,
+}
+
+fn copy_service(entry: &mut NovaComputeNodeStatus, service: Option<&ComputeService>) {
+    let some = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    entry.service_id = service.and_then(|s| some(&s.id));
+    entry.service_status = service.and_then(|s| some(&s.status));
+    entry.service_state = service.and_then(|s| some(&s.state));
+    entry.disabled_reason = service.and_then(|s| some(&s.disabled_reason));
+}
+
+/// Lists the services once and walks the ledger in order; the first failed call stops the
+/// walk and keeps the entries not yet walked as they were.
+pub async fn walk(client: &Client, pool: &Pool<'_>) -> Walk {
+    let mut out = Walk {
+        nodes: pool.nodes.to_vec(),
+        poll: REQUEUE_COMPUTE_SERVICE_POLLING,
+        ..Walk::default()
+    };
+    for n in pool.nodes {
+        out.poll = out.poll.min(poll(n.phase));
+    }
+    let services: BTreeMap<String, ComputeService> = match client.compute_services().await {
+        Ok(listed) => listed.into_iter().map(|s| (s.host.clone(), s)).collect(),
+        Err(e) => {
+            out.failure = Some(failed("listing compute services", &e));
+            out.poll = out.poll.min(REQUEUE_COMPUTE_DRAIN_POLLING);
+            return out;
+        }
+    };
+    let needs_mapping = pool
+        .nodes
+        .iter()
+        .any(|n| n.phase == NodePhase::Pending && services.contains_key(&n.name));
+    let mapped: Option<BTreeSet<String>> = if needs_mapping {
+        match client.mapped_hosts().await {
+            Ok(hosts) => Some(hosts),
+            Err(e) => {
+                out.mapping_failure = Some(failed("listing hypervisors", &e));
+                None
+            }
+        }
+    } else {
+        Some(BTreeSet::new())
+    };
+    let reason = format!(
+        "c5c3.io: leaving NovaCompute {}/{}",
+        pool.namespace, pool.name
+    );
+    let mut kept = Vec::with_capacity(out.nodes.len());
+    let mut entries = std::mem::take(&mut out.nodes).into_iter();
+    for mut entry in entries.by_ref() {
+        let service = services.get(&entry.name);
+        match entry.phase {
+            NodePhase::Conflict => {}
+            NodePhase::Pending | NodePhase::Active => {
+                copy_service(&mut entry, service);
+                let was_active = entry.phase == NodePhase::Active;
+                entry.phase = NodePhase::Pending;
+                if service.is_some() {
+                    let is_mapped = mapped.as_ref().is_some_and(|m| m.contains(&entry.name));
+                    if was_active || is_mapped {
+                        entry.phase = NodePhase::Active;
+                    } else if mapped.is_some() {
+                        out.unmapped.push(entry.name.clone());
+                    }
+                }
+            }
+            NodePhase::Draining => {
+                copy_service(&mut entry, service);
+                if let Some(s) = service.filter(|s| s.status == "enabled") {
+                    if let Err(e) = client.disable_service(&s.id, &reason).await {
+                        out.failure = Some(failed(
+                            &format!("disabling the compute service of {}", entry.name),
+                            &e,
+                        ));
+                        kept.push(entry);
+                        break;
+                    }
+                    entry.service_status = Some("disabled".to_owned());
+                    entry.disabled_reason = Some(reason.clone());
+                    out.events.push(EventNote {
+                        warning: false,
+                        reason: "ComputeServiceDisabled",
+                        note: format!(
+                            "Disabled the compute service of node {}: it left the pool",
+                            entry.name
+                        ),
+                    });
+                }
+                match client.count_servers(&entry.name).await {
+                    Ok(0) => {
+                        entry.phase = NodePhase::Releasing;
+                        entry.instances = None;
+                    }
+                    Ok(count) => entry.instances = Some(i32::try_from(count).unwrap_or(i32::MAX)),
+                    Err(e) => {
+                        out.failure = Some(failed(
+                            &format!("counting the servers on {}", entry.name),
+                            &e,
+                        ));
+                        kept.push(entry);
+                        break;
+                    }
+                }
+            }
+            NodePhase::Releasing => {
+                copy_service(&mut entry, service);
+                if pool.pods_on.contains(&entry.name) {
+                    kept.push(entry);
+                    continue;
+                }
+                let Some(s) = service.filter(|_| !pool.handover.contains(&entry.name)) else {
+                    out.poll = out.poll.min(REQUEUE_COMPUTE_RELEASE_POLLING);
+                    continue;
+                };
+                match client.delete_service(&s.id).await {
+                    Ok(ServiceDeletion::Deleted) => {
+                        out.poll = out.poll.min(REQUEUE_COMPUTE_RELEASE_POLLING);
+                        out.events.push(EventNote {
+                            warning: false,
+                            reason: "ComputeServiceDeleted",
+                            note: format!(
+                                "Deleted the compute service of node {}; Nova dropped its host mapping with it",
+                                entry.name
+                            ),
+                        });
+                        continue;
+                    }
+                    Ok(ServiceDeletion::InUse) => entry.phase = NodePhase::Draining,
+                    Err(e) => {
+                        out.failure = Some(failed(
+                            &format!("deleting the compute service of {}", entry.name),
+                            &e,
+                        ));
+                        kept.push(entry);
+                        break;
+                    }
+                }
+            }
+        }
+        out.poll = out.poll.min(poll(entry.phase));
+        kept.push(entry);
+    }
+    kept.extend(entries);
+    out.nodes = kept;
+    if out.failure.is_some() || out.mapping_failure.is_some() {
+        out.poll = out.poll.min(REQUEUE_COMPUTE_DRAIN_POLLING);
+    }
+    if !out.unmapped.is_empty() {
+        out.poll = out.poll.min(REQUEUE_HOST_DISCOVERY_POLLING);
+    }
+    out
+}
+
+/// The condition of the walk. `discovery` is the host discovery's note, or its failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// True or False.
+    pub ok: bool,
+    /// The reason.
+    pub reason: Reason,
+    /// The message.
+    pub message: String,
+}
+
+/// The condition, by precedence: a failed call, a failed discovery, then WaitingForServices,
+/// WaitingForHostMapping, ServicesDown, Draining and ServicesUp.
+pub fn report(walk: &Walk, discovery: Option<&Result<String, String>>) -> Report {
+    let report = |ok, reason, message: String| Report {
+        ok,
+        reason,
+        message,
+    };
+    if let Some(message) = walk.failure.as_ref().or(walk.mapping_failure.as_ref()) {
+        return report(false, Reason::ComputeAPIError, message.clone());
+    }
+    if let Some(Err(message)) = discovery {
+        return report(false, Reason::HostDiscoveryError, message.clone());
+    }
+    let names = |filter: &dyn Fn(&NovaComputeNodeStatus) -> bool| -> Vec<String> {
+        walk.nodes
+            .iter()
+            .filter(|n| filter(n))
+            .map(|n| n.name.clone())
+            .collect()
+    };
+    let unregistered = names(&|n| n.phase == NodePhase::Pending && n.service_id.is_none());
+    if !unregistered.is_empty() {
+        return report(
+            false,
+            Reason::WaitingForServices,
+            format!(
+                "Waiting for a compute service to register on {}",
+                unregistered.join(", ")
+            ),
+        );
+    }
+    if !walk.unmapped.is_empty() {
+        let note = discovery
+            .and_then(|d| d.as_ref().ok())
+            .cloned()
+            .unwrap_or_default();
+        return report(
+            false,
+            Reason::WaitingForHostMapping,
+            format!(
+                "Waiting for the host mapping of {}: {note}",
+                walk.unmapped.join(", ")
+            ),
+        );
+    }
+    let down = names(&|n| {
+        matches!(n.phase, NodePhase::Pending | NodePhase::Active)
+            && n.service_state.as_deref() == Some("down")
+    });
+    if !down.is_empty() {
+        return report(
+            false,
+            Reason::ServicesDown,
+            format!(
+                "Nova reports the compute service down on {}",
+                down.join(", ")
+            ),
+        );
+    }
+    let leaving: Vec<String> = walk
+        .nodes
+        .iter()
+        .filter_map(|n| match n.phase {
+            NodePhase::Draining => Some(format!(
+                "{}: {} instances",
+                n.name,
+                n.instances.unwrap_or_default()
+            )),
+            NodePhase::Releasing => Some(format!("{}: released", n.name)),
+            _ => None,
+        })
+        .collect();
+    if !leaving.is_empty() {
+        return report(
+            true,
+            Reason::Draining,
+            format!("Draining {}", leaving.join(", ")),
+        );
+    }
+    report(
+        true,
+        Reason::ServicesUp,
+        "Every node's compute service is registered and up".to_owned(),
+    )
+}
+
+/// The Services step: lists the pool's pods while a node is Releasing (uncached: the operator
+/// never watches pods), walks the ledger, runs the host discovery while a registered host is
+/// unmapped, and hands its poll to the Traits step instead of ending the pass with it.
+pub fn run(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
+    nova_side(pass, step)
+}
+
+fn step(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
+    Box::pin(async move {
+        let Some(nova) = &pass.resolved.nova else {
+            return Ok(NovaComputePlan::proceed());
+        };
+        let nodes = compute_api::current_ledger(pass);
+        let sets = pass.resolved.nodes.clone().unwrap_or_default();
+        let pods_on = match pods_on(pass, &nodes).await {
+            Ok(pods_on) => pods_on,
+            Err(e) => {
+                return Ok(NovaComputePlan::proceed()
+                    .report(C::ServicesReady, false, Reason::PodListError, e.to_string())
+                    .failing(e.into()));
+            }
+        };
+        let client = compute_api::client(pass, nova);
+        let pool = Pool {
+            namespace: &pass.owner.namespace,
+            name: &pass.cr.name_any(),
+            nodes: &nodes,
+            handover: &sets.handover,
+            pods_on: &pods_on,
+        };
+        let walk = walk(&client, &pool).await;
+        let discovery = match walk.failure.is_none() && !walk.unmapped.is_empty() {
+            true => Some(discover_hosts::ensure(pass, nova, &walk.unmapped).await),
+            false => None,
+        };
+        let note = discovery.as_ref().map(|d| d.note.clone());
+        if let Some(Err(message)) = &note {
+            tracing::warn!(error = %message, "host discovery");
+        }
+        let r = report(&walk, note.as_ref());
+        let plan = NovaComputePlan::proceed()
+            .report(C::ServicesReady, r.ok, r.reason, r.message)
+            .set(StatusUpdate::Nodes(walk.nodes.clone()))
+            .resolve(Resolved {
+                openstack: Some(client),
+                nodes: Some(NodeSets {
+                    ledger: walk.nodes.clone(),
+                    ..sets
+                }),
+                services_poll: Some(walk.poll),
+                ..Resolved::default()
+            });
+        let events = walk
+            .events
+            .into_iter()
+            .chain(discovery.and_then(|d| d.event));
+        Ok(compute_api::with_events(plan, events))
+    })
+}
+
+/// The nodes a non-finished pod of the pool runs on, listed only while a node is Releasing
+/// (on that node alone when it is the only one).
+async fn pods_on(
+    pass: &NovaComputePass,
+    nodes: &[NovaComputeNodeStatus],
+) -> Result<BTreeSet<String>, ClusterError> {
+    let releasing: Vec<&str> = nodes
+        .iter()
+        .filter(|n| n.phase == NodePhase::Releasing)
+        .map(|n| n.name.as_str())
+        .collect();
+    if releasing.is_empty() {
+        return Ok(BTreeSet::new());
+    }
+    let field = match releasing.as_slice() {
+        [only] => Some(format!("spec.nodeName={only}")),
+        _ => None,
+    };
+    let pods = pass
+        .cluster
+        .list_live(
+            &ApiResource::erase::<Pod>(&()),
+            &pass.owner.namespace,
+            &novacompute_selector(&pass.cr.name_any()),
+            field.as_deref(),
+        )
+        .await?;
+    Ok(pods
+        .iter()
+        .filter(|p| {
+            !matches!(
+                p.data["status"]["phase"].as_str(),
+                Some("Succeeded" | "Failed")
+            )
+        })
+        .filter_map(|p| p.data["spec"]["nodeName"].as_str().map(str::to_owned))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::novacompute::plan_fixtures::entry;
+    use crate::openstack::fake::{Fake, client};
+
+    const SERVICES: &str = "/v2.1/os-services?binary=nova-compute";
+    const HYPERVISORS: &str = "/v2.1/os-hypervisors/detail?limit=500";
+
+    fn service(host: &str, status: &str, state: &str) -> String {
+        format!(
+            r#"{{"id": "id-{host}", "host": "{host}", "status": "{status}", "state": "{state}", "disabled_reason": null}}"#
+        )
+    }
+
+    fn listing(services: &[String]) -> String {
+        format!(r#"{{"services": [{}]}}"#, services.join(","))
+    }
+
+    fn registered(name: &str, phase: NodePhase) -> NovaComputeNodeStatus {
+        NovaComputeNodeStatus {
+            service_id: Some(format!("id-{name}")),
+            service_status: Some("enabled".into()),
+            service_state: Some("up".into()),
+            ..entry(name, phase, Some("z1"))
+        }
+    }
+
+    async fn run(
+        fake: &Fake,
+        nodes: &[NovaComputeNodeStatus],
+        handover: &[&str],
+        pods_on: &[&str],
+    ) -> Walk {
+        let handover = handover.iter().map(|s| (*s).to_owned()).collect();
+        let pods_on = pods_on.iter().map(|s| (*s).to_owned()).collect();
+        let pool = Pool {
+            namespace: "ns",
+            name: "pool-a",
+            nodes,
+            handover: &handover,
+            pods_on: &pods_on,
+        };
+        walk(&client(fake, None), &pool).await
+    }
+
+    fn phases(walk: &Walk) -> Vec<(&str, NodePhase)> {
+        walk.nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.phase))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn pending_and_active_follow_registration_and_mapping() {
+        let fake = Fake::new()
+            .answer(
+                "GET",
+                SERVICES,
+                200,
+                &listing(&[
+                    service("a", "enabled", "up"),
+                    service("b", "enabled", "up"),
+                    service("d", "enabled", "down"),
+                ]),
+            )
+            .answer(
+                "GET",
+                HYPERVISORS,
+                200,
+                r#"{"hypervisors": [{"id": "h-a", "service": {"host": "a"}}]}"#,
+            )
+            .answer(
+                "GET",
+                "/v2.1/os-hypervisors/detail?limit=500&marker=h-a",
+                200,
+                r#"{"hypervisors": []}"#,
+            );
+        let nodes = [
+            entry("a", NodePhase::Pending, Some("z1")),
+            entry("b", NodePhase::Pending, Some("z1")),
+            entry("c", NodePhase::Pending, Some("z1")),
+            registered("d", NodePhase::Active),
+            registered("e", NodePhase::Active),
+            entry("f", NodePhase::Conflict, Some("z1")),
+        ];
+        let w = run(&fake, &nodes, &[], &[]).await;
+        assert_eq!(
+            phases(&w),
+            [
+                ("a", NodePhase::Active),
+                ("b", NodePhase::Pending),
+                ("c", NodePhase::Pending),
+                ("d", NodePhase::Active),
+                ("e", NodePhase::Pending),
+                ("f", NodePhase::Conflict),
+            ],
+            "a is mapped; b is not yet; d is never re-checked; e lost its service"
+        );
+        assert_eq!(w.unmapped, ["b"]);
+        assert_eq!(w.nodes[0].service_id.as_deref(), Some("id-a"));
+        assert_eq!(
+            w.nodes[4].service_id, None,
+            "fields cleared with the service"
+        );
+        assert_eq!(w.poll, REQUEUE_HOST_DISCOVERY_POLLING);
+        let r = report(&w, None);
+        assert_eq!(
+            (r.ok, r.reason, r.message.as_str()),
+            (
+                false,
+                Reason::WaitingForServices,
+                "Waiting for a compute service to register on c, e"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn an_active_pool_reads_no_hypervisors_and_polls_every_minute() {
+        let fake = Fake::new().answer(
+            "GET",
+            SERVICES,
+            200,
+            &listing(&[service("a", "enabled", "up")]),
+        );
+        let w = run(&fake, &[registered("a", NodePhase::Active)], &[], &[]).await;
+        assert_eq!(fake.calls(), [format!("GET {SERVICES}")]);
+        assert_eq!(w.poll, REQUEUE_COMPUTE_SERVICE_POLLING);
+        let r = report(&w, None);
+        assert_eq!((r.ok, r.reason), (true, Reason::ServicesUp));
+    }
+
+    #[tokio::test]
+    async fn a_draining_node_is_disabled_once_and_counted() {
+        let fake = Fake::new()
+            .answer(
+                "GET",
+                SERVICES,
+                200,
+                &listing(&[
+                    service("a", "enabled", "up"),
+                    service("b", "disabled", "up"),
+                ]),
+            )
+            .answer("PUT", "/v2.1/os-services/id-a", 200, "{}")
+            .answer(
+                "GET",
+                "/v2.1/servers?all_tenants=1&host=a",
+                200,
+                r#"{"servers": [{"id": "1"}, {"id": "2"}]}"#,
+            )
+            .answer(
+                "GET",
+                "/v2.1/servers?all_tenants=1&host=b",
+                200,
+                r#"{"servers": []}"#,
+            )
+            .answer(
+                "GET",
+                "/v2.1/servers?all_tenants=1&host=c",
+                200,
+                r#"{"servers": []}"#,
+            );
+        let nodes = [
+            registered("a", NodePhase::Draining),
+            registered("b", NodePhase::Draining),
+            entry("c", NodePhase::Draining, None),
+        ];
+        let w = run(&fake, &nodes, &[], &[]).await;
+        assert_eq!(
+            fake.calls(),
+            [
+                format!("GET {SERVICES}"),
+                "PUT /v2.1/os-services/id-a".to_owned(),
+                "GET /v2.1/servers?all_tenants=1&host=a".to_owned(),
+                "GET /v2.1/servers?all_tenants=1&host=b".to_owned(),
+                "GET /v2.1/servers?all_tenants=1&host=c".to_owned(),
+            ],
+            "b was disabled by someone else and keeps that; c has no service but is counted"
+        );
+        assert_eq!(
+            phases(&w),
+            [
+                ("a", NodePhase::Draining),
+                ("b", NodePhase::Releasing),
+                ("c", NodePhase::Releasing)
+            ]
+        );
+        assert_eq!(w.nodes[0].instances, Some(2));
+        assert_eq!(w.nodes[0].service_status.as_deref(), Some("disabled"));
+        assert_eq!(
+            w.nodes[0].disabled_reason.as_deref(),
+            Some("c5c3.io: leaving NovaCompute ns/pool-a")
+        );
+        assert_eq!(
+            w.events.iter().map(|e| e.note.as_str()).collect::<Vec<_>>(),
+            ["Disabled the compute service of node a: it left the pool"]
+        );
+        assert_eq!(w.poll, REQUEUE_COMPUTE_RELEASE_POLLING);
+        let r = report(&w, None);
+        assert_eq!(
+            (r.ok, r.reason, r.message.as_str()),
+            (
+                true,
+                Reason::Draining,
+                "Draining a: 2 instances, b: released, c: released"
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn a_releasing_node_waits_for_its_pod_then_its_service_is_deleted() {
+        let fake = Fake::new()
+            .answer(
+                "GET",
+                SERVICES,
+                200,
+                &listing(&[
+                    service("a", "disabled", "up"),
+                    service("b", "disabled", "down"),
+                    service("c", "disabled", "down"),
+                    service("d", "disabled", "down"),
+                ]),
+            )
+            .answer("DELETE", "/v2.1/os-services/id-b", 204, "")
+            .answer("DELETE", "/v2.1/os-services/id-c", 409, "instances");
+        let nodes = [
+            registered("a", NodePhase::Releasing),
+            registered("b", NodePhase::Releasing),
+            registered("c", NodePhase::Releasing),
+            registered("d", NodePhase::Releasing),
+            registered("e", NodePhase::Releasing),
+        ];
+        let w = run(&fake, &nodes, &["d"], &["a"]).await;
+        assert_eq!(
+            fake.calls(),
+            [
+                format!("GET {SERVICES}"),
+                "DELETE /v2.1/os-services/id-b".to_owned(),
+                "DELETE /v2.1/os-services/id-c".to_owned(),
+            ],
+            "a's pod still runs; d was handed over; e has no service left"
+        );
+        assert_eq!(
+            phases(&w),
+            [("a", NodePhase::Releasing), ("c", NodePhase::Draining)]
+        );
+        assert_eq!(
+            w.events.iter().map(|e| e.note.as_str()).collect::<Vec<_>>(),
+            ["Deleted the compute service of node b; Nova dropped its host mapping with it"]
+        );
+        assert_eq!(w.poll, REQUEUE_COMPUTE_RELEASE_POLLING);
+    }
+
+    #[tokio::test]
+    async fn the_first_failed_call_stops_the_walk_and_keeps_the_rest() {
+        let fake = Fake::new()
+            .answer(
+                "GET",
+                SERVICES,
+                200,
+                &listing(&[service("a", "enabled", "up"), service("b", "enabled", "up")]),
+            )
+            .answer(
+                "PUT",
+                "/v2.1/os-services/id-a",
+                503,
+                "nova-api is restarting",
+            );
+        let nodes = [
+            registered("a", NodePhase::Draining),
+            registered("b", NodePhase::Draining),
+        ];
+        let w = run(&fake, &nodes, &[], &[]).await;
+        assert_eq!(w.nodes, nodes, "nothing learned, nothing lost");
+        assert_eq!(w.poll, REQUEUE_COMPUTE_DRAIN_POLLING);
+        let r = report(&w, None);
+        assert_eq!(
+            (r.ok, r.reason, r.message.as_str()),
+            (
+                false,
+                Reason::ComputeAPIError,
+                "disabling the compute service of a: PUT /v2.1/os-services/id-a: HTTP 503: nova-api is restarting"
+            )
+        );
+
+        let down = Fake::new().answer(
+            "GET",
+            SERVICES,
+            200,
+            r#"{"services": [{"host": "x", "status": "UNKNOWN"}]}"#,
+        );
+        let w = run(&down, &nodes, &[], &[]).await;
+        assert_eq!(w.nodes, nodes);
+        assert_eq!(
+            report(&w, None).message,
+            "listing compute services: the cell of host x did not answer, so the service list is incomplete"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_hypervisor_listing_keeps_pending_nodes_and_moves_the_others() {
+        let fake = Fake::new()
+            .answer(
+                "GET",
+                SERVICES,
+                200,
+                &listing(&[
+                    service("a", "enabled", "up"),
+                    service("b", "disabled", "up"),
+                ]),
+            )
+            .answer("GET", HYPERVISORS, 500, "db down")
+            .answer(
+                "GET",
+                "/v2.1/servers?all_tenants=1&host=b",
+                200,
+                r#"{"servers": []}"#,
+            );
+        let nodes = [
+            entry("a", NodePhase::Pending, None),
+            registered("b", NodePhase::Draining),
+        ];
+        let w = run(&fake, &nodes, &[], &[]).await;
+        assert_eq!(
+            phases(&w),
+            [("a", NodePhase::Pending), ("b", NodePhase::Releasing)]
+        );
+        assert!(w.unmapped.is_empty(), "no discovery on a guess");
+        let r = report(&w, None);
+        assert_eq!(
+            (r.reason, r.message.as_str()),
+            (
+                Reason::ComputeAPIError,
+                "listing hypervisors: GET /v2.1/os-hypervisors/detail?limit=500: HTTP 500: db down"
+            )
+        );
+    }
+
+    #[test]
+    fn the_condition_ranks_discovery_then_down_then_draining() {
+        let walk = |nodes: Vec<NovaComputeNodeStatus>, unmapped: &[&str]| Walk {
+            nodes,
+            unmapped: unmapped.iter().map(|s| (*s).to_owned()).collect(),
+            ..Walk::default()
+        };
+        let mut down = registered("b", NodePhase::Active);
+        down.service_state = Some("down".into());
+        let w = walk(
+            vec![registered("a", NodePhase::Pending), down.clone()],
+            &["a"],
+        );
+        let note = Ok("discovery Job ns/nova-discover-hosts is running".to_owned());
+        let r = report(&w, Some(&note));
+        assert_eq!(
+            (r.reason, r.message.as_str()),
+            (
+                Reason::WaitingForHostMapping,
+                "Waiting for the host mapping of a: discovery Job ns/nova-discover-hosts is running"
+            )
+        );
+        let r = report(
+            &w,
+            Some(&Err("creating Job ns/nova-discover-hosts: forbidden".into())),
+        );
+        assert_eq!(r.reason, Reason::HostDiscoveryError);
+        let w = walk(vec![down, registered("c", NodePhase::Draining)], &[]);
+        let r = report(&w, None);
+        assert_eq!(
+            (r.ok, r.reason, r.message.as_str()),
+            (
+                false,
+                Reason::ServicesDown,
+                "Nova reports the compute service down on b"
+            )
+        );
+    }
+}

@@ -1,0 +1,985 @@
+//! TraitsReady (`novacompute.md` §6): the custom Placement traits of the pool's hosts. The pool
+//! creates each trait a node desires in Placement first (Placement refuses to associate a trait
+//! that does not exist), then writes the node's sorted desired list into its `kvm.cloud.sap/v1`
+//! Hypervisor's `spec.customTraits`, where openstack-hypervisor-operator applies it to the
+//! resource provider. A trait the pool created is deleted again once no live pool of the Nova
+//! declares it and no pool records it on a node; Placement's 409 (still on a resource provider)
+//! drops it from the pool's list without deleting it.
+
+use nova_api::conditions::NovaComputeConditionType as C;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::resolved::StatusUpdate;
+use super::{
+    NovaComputePass, NovaComputePlan, REQUEUE_COMPUTE_DRAIN_POLLING, compute_api, nova_side,
+};
+use crate::pipeline::{StepError, StepFuture};
+
+use futures::future::BoxFuture;
+use nova_api::conditions::Reason;
+use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus};
+
+use crate::clusters::{Cluster, ClusterError, kinds};
+use crate::openstack::Client;
+use crate::openstack::placement::{TraitDeletion, TraitEnsured};
+use crate::pipeline::EventNote;
+
+use super::aggregates::failed;
+
+/// The Node annotation the hypervisor operator copies into `spec.customTraits` itself; a node
+/// carrying it is left to that path.
+pub const ANNOTATION: &str = "nova.openstack.cloud.sap/custom-traits";
+
+/// The desired list of `node`: `spec.traits` and the node's `hostTraits` entry, sorted and
+/// de-duplicated.
+pub fn desired(pool: &NovaCompute, node: &str) -> Vec<String> {
+    let spec = &pool.spec;
+    let set: BTreeSet<&String> = spec
+        .traits
+        .iter()
+        .flatten()
+        .chain(
+            spec.host_traits
+                .iter()
+                .flatten()
+                .filter(|h| h.node == node)
+                .flat_map(|h| &h.traits),
+        )
+        .collect();
+    set.into_iter().cloned().collect()
+}
+
+/// Every trait a pool declares, on any node.
+fn declared(pool: &NovaCompute) -> BTreeSet<&str> {
+    pool.spec
+        .traits
+        .iter()
+        .flatten()
+        .chain(
+            pool.spec
+                .host_traits
+                .iter()
+                .flatten()
+                .flat_map(|h| &h.traits),
+        )
+        .map(String::as_str)
+        .collect()
+}
+
+/// The `CUSTOM_` subset of a trait list, sorted.
+fn custom(traits: &[String]) -> Vec<String> {
+    let set: BTreeSet<&String> = traits.iter().filter(|t| t.starts_with("CUSTOM_")).collect();
+    set.into_iter().cloned().collect()
+}
+
+/// What a node's Hypervisor shows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Hypervisor {
+    /// `spec.customTraits`.
+    pub custom_traits: Vec<String>,
+    /// `status.traits`: what the hypervisor operator applied to the resource provider.
+    pub status_traits: Vec<String>,
+}
+
+impl Hypervisor {
+    /// The two lists of an unstructured Hypervisor object.
+    pub fn from_object(object: &serde_json::Value) -> Self {
+        let list = |v: &serde_json::Value| -> Vec<String> {
+            v.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t.as_str().map(str::to_owned))
+                .collect()
+        };
+        Self {
+            custom_traits: list(&object["spec"]["customTraits"]),
+            status_traits: list(&object["status"]["traits"]),
+        }
+    }
+}
+
+/// A failed Hypervisor read or patch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HypervisorFailure {
+    /// The kind is not served on the pool's cluster.
+    NotServed,
+    /// 403.
+    Forbidden(String),
+    /// Anything else.
+    Failed(String),
+}
+
+/// The Hypervisors of the pool's cluster, read uncached and patched under the operator's
+/// field manager (implemented over the cluster handle).
+pub trait Hypervisors: Send + Sync {
+    /// The Hypervisor named like `node`; None when it does not exist.
+    fn get<'a>(
+        &'a self,
+        node: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Hypervisor>, HypervisorFailure>>;
+
+    /// A JSON merge patch of `spec.customTraits` to `traits`.
+    fn set_custom_traits<'a>(
+        &'a self,
+        node: &'a str,
+        traits: &'a [String],
+    ) -> BoxFuture<'a, Result<(), HypervisorFailure>>;
+}
+
+/// The Hypervisors of a cluster handle: read live (nothing watches them) and patched under the
+/// operator's field manager.
+pub struct ClusterHypervisors<'a>(pub &'a dyn Cluster);
+
+fn failure(e: ClusterError) -> HypervisorFailure {
+    match e {
+        ClusterError::NotServed { .. } => HypervisorFailure::NotServed,
+        e if e.is_forbidden() => HypervisorFailure::Forbidden(e.to_string()),
+        e => HypervisorFailure::Failed(e.to_string()),
+    }
+}
+
+impl Hypervisors for ClusterHypervisors<'_> {
+    fn get<'a>(
+        &'a self,
+        node: &'a str,
+    ) -> BoxFuture<'a, Result<Option<Hypervisor>, HypervisorFailure>> {
+        Box::pin(async move {
+            let object = self
+                .0
+                .get_live(&kinds::hypervisor(), None, node)
+                .await
+                .map_err(failure)?;
+            Ok(object.map(|o| Hypervisor::from_object(&o.data)))
+        })
+    }
+
+    fn set_custom_traits<'a>(
+        &'a self,
+        node: &'a str,
+        traits: &'a [String],
+    ) -> BoxFuture<'a, Result<(), HypervisorFailure>> {
+        Box::pin(async move {
+            let patch = serde_json::json!({ "spec": { "customTraits": traits } });
+            self.0
+                .merge_patch(&kinds::hypervisor(), None, node, &patch)
+                .await
+                .map_err(failure)
+        })
+    }
+}
+
+/// What the step works on.
+#[derive(Clone, Copy, Debug)]
+pub struct Pool<'a> {
+    /// The NovaCompute.
+    pub cr: &'a NovaCompute,
+    /// The Nova's name.
+    pub nova: &'a str,
+    /// The ledger as this pass left it.
+    pub nodes: &'a [NovaComputeNodeStatus],
+    /// Nodes whose metadata carries [`ANNOTATION`].
+    pub annotated: &'a BTreeSet<String>,
+    /// The other NovaComputes of the Nova, this one excluded.
+    pub siblings: &'a [Arc<NovaCompute>],
+}
+
+impl Pool<'_> {
+    fn deleting(&self) -> bool {
+        self.cr.metadata.deletion_timestamp.is_some()
+    }
+
+    fn created(&self) -> &[String] {
+        self.cr
+            .status
+            .as_ref()
+            .map_or(&[][..], |s| s.created_traits.as_slice())
+    }
+}
+
+/// The managed nodes, split into those to read and those left to the annotation.
+pub fn managed(pool: &Pool<'_>) -> (Vec<String>, Vec<String>) {
+    if pool.deleting() {
+        return (Vec::new(), Vec::new());
+    }
+    pool.nodes
+        .iter()
+        .filter(|n| matches!(n.phase, NodePhase::Pending | NodePhase::Active))
+        .filter(|n| !desired(pool.cr, &n.name).is_empty() || !n.traits.is_empty())
+        .map(|n| n.name.clone())
+        .partition(|n| !pool.annotated.contains(n))
+}
+
+/// What to do with one created trait.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Disposition {
+    /// A live pool (this one) still declares it.
+    Keep,
+    /// This pool is deleting and the named live pool declares it: drop it from the list.
+    Handover(String),
+    /// Nobody declares it, but a ledger still records it on a node.
+    WaitForCarrier,
+    /// Nobody declares or carries it: delete it from Placement.
+    Delete,
+}
+
+/// The disposition of a created trait, given this pass's own trait records.
+pub fn disposition(
+    pool: &Pool<'_>,
+    records: &BTreeMap<String, Vec<String>>,
+    name: &str,
+) -> Disposition {
+    let this_declares = !pool.deleting() && declared(pool.cr).contains(name);
+    if this_declares {
+        return Disposition::Keep;
+    }
+    if let Some(other) = pool
+        .siblings
+        .iter()
+        .filter(|s| s.metadata.deletion_timestamp.is_none())
+        .find(|s| declared(s).contains(name))
+    {
+        return if pool.deleting() {
+            Disposition::Handover(other.metadata.name.clone().unwrap_or_default())
+        } else {
+            Disposition::Keep
+        };
+    }
+    let own = pool
+        .nodes
+        .iter()
+        .map(|n| records.get(&n.name).unwrap_or(&n.traits));
+    let others = pool
+        .siblings
+        .iter()
+        .flat_map(|s| s.status.iter().flat_map(|st| &st.nodes))
+        .map(|n| &n.traits);
+    if own.chain(others).any(|t| t.iter().any(|t| t == name)) {
+        Disposition::WaitForCarrier
+    } else {
+        Disposition::Delete
+    }
+}
+
+/// The condition of the pass, its own poll, and an error to return.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// True or False.
+    pub ok: bool,
+    /// The reason.
+    pub reason: Reason,
+    /// The message.
+    pub message: String,
+    /// The step's own poll (the caller takes the shorter of it and the Services poll).
+    pub requeue: Option<Duration>,
+    /// A Hypervisor failure the pass returns as its error.
+    pub error: Option<String>,
+}
+
+/// What the step changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// The new trait record of each node whose Hypervisor was read.
+    pub records: BTreeMap<String, Vec<String>>,
+    /// `status.createdTraits` after the pass, sorted.
+    pub created: Vec<String>,
+    /// The events.
+    pub events: Vec<EventNote>,
+}
+
+fn event(reason: &'static str, note: String) -> EventNote {
+    EventNote {
+        warning: false,
+        reason,
+        note,
+    }
+}
+
+fn false_report(reason: Reason, message: String, error: Option<String>) -> Report {
+    Report {
+        ok: false,
+        reason,
+        message,
+        requeue: Some(REQUEUE_COMPUTE_DRAIN_POLLING),
+        error,
+    }
+}
+
+fn hypervisor_report(node: &str, verb: &str, failure: HypervisorFailure) -> Report {
+    match failure {
+        HypervisorFailure::NotServed => false_report(
+            Reason::HypervisorOperatorNotInstalled,
+            "The pool's cluster serves no kvm.cloud.sap/v1 Hypervisor: custom traits need openstack-hypervisor-operator".to_owned(),
+            None,
+        ),
+        HypervisorFailure::Forbidden(e) => false_report(
+            Reason::HypervisorsForbidden,
+            format!("{verb} Hypervisor {node} is forbidden: {e}"),
+            None,
+        ),
+        HypervisorFailure::Failed(e) => {
+            let message = format!("{verb} Hypervisor {node}: {e}");
+            false_report(Reason::HypervisorError, message.clone(), Some(message))
+        }
+    }
+}
+
+/// Runs the step: reads, creates, writes and deletes in that order, the first failure ending
+/// it with what was learned so far.
+pub async fn reconcile(
+    client: &Client,
+    hypervisors: &dyn Hypervisors,
+    pool: &Pool<'_>,
+) -> (Outcome, Report) {
+    let (read, annotated) = managed(pool);
+    let mut outcome = Outcome {
+        created: pool.created().to_vec(),
+        ..Outcome::default()
+    };
+    if read.is_empty() && annotated.is_empty() && outcome.created.is_empty() {
+        let report = Report {
+            ok: true,
+            reason: Reason::NoTraitsDeclared,
+            message: "No node of the pool declares a custom trait".to_owned(),
+            requeue: None,
+            error: None,
+        };
+        return (outcome, report);
+    }
+    let mut found = BTreeMap::new();
+    let mut missing = Vec::new();
+    for node in &read {
+        match hypervisors.get(node).await {
+            Ok(Some(h)) => {
+                found.insert(node.clone(), h);
+            }
+            Ok(None) => missing.push(node.clone()),
+            Err(failure) => return (outcome, hypervisor_report(node, "reading", failure)),
+        }
+    }
+    let wanted: BTreeMap<&String, Vec<String>> = found
+        .keys()
+        .map(|node| (node, desired(pool.cr, node)))
+        .collect();
+    let to_create: BTreeSet<&String> = found
+        .iter()
+        .flat_map(|(node, h)| wanted[node].iter().filter(|t| !h.status_traits.contains(t)))
+        .collect();
+    for name in to_create {
+        match client.ensure_trait(name).await {
+            Ok(TraitEnsured::Created) => {
+                if !outcome.created.contains(name) {
+                    outcome.created.push(name.clone());
+                    outcome.created.sort();
+                }
+                outcome.events.push(event(
+                    "TraitCreated",
+                    format!("Created custom trait {name} in Placement"),
+                ));
+            }
+            Ok(TraitEnsured::Existed) => {}
+            Err(e) => {
+                let message = failed(&format!("creating trait {name}"), &e);
+                return (
+                    outcome,
+                    false_report(Reason::ComputeAPIError, message, None),
+                );
+            }
+        }
+    }
+    let mut lagging = Vec::new();
+    for (node, h) in &found {
+        let list = &wanted[node];
+        if &h.custom_traits != list
+            && let Err(failure) = hypervisors.set_custom_traits(node, list).await
+        {
+            return (outcome, hypervisor_report(node, "patching", failure));
+        }
+        let applied = custom(&h.status_traits);
+        if &applied != list {
+            lagging.push(node.clone());
+        }
+        let record: BTreeSet<String> = applied.into_iter().chain(list.iter().cloned()).collect();
+        outcome
+            .records
+            .insert(node.clone(), record.into_iter().collect());
+    }
+    let mut waiting = Vec::new();
+    for name in outcome.created.clone() {
+        let drop = |outcome: &mut Outcome, reason, note| {
+            outcome.created.retain(|t| *t != name);
+            outcome.events.push(event(reason, note));
+        };
+        match disposition(pool, &outcome.records, &name) {
+            Disposition::Keep => {}
+            Disposition::Handover(other) => drop(
+                &mut outcome,
+                "TraitKept",
+                format!("Kept custom trait {name}: NovaCompute {other} still declares it"),
+            ),
+            Disposition::WaitForCarrier => waiting.push(name),
+            Disposition::Delete => match client.delete_trait(&name).await {
+                Ok(TraitDeletion::Deleted) => drop(
+                    &mut outcome,
+                    "TraitDeleted",
+                    format!(
+                        "Deleted custom trait {name} from Placement: no NovaCompute of Nova {} declares it",
+                        pool.nova
+                    ),
+                ),
+                Ok(TraitDeletion::InUse) => drop(
+                    &mut outcome,
+                    "TraitKept",
+                    format!(
+                        "Kept custom trait {name}: Placement still associates it with a resource provider"
+                    ),
+                ),
+                Err(e) => {
+                    let message = failed(&format!("deleting trait {name}"), &e);
+                    return (
+                        outcome,
+                        false_report(Reason::ComputeAPIError, message, None),
+                    );
+                }
+            },
+        }
+    }
+    let report = if !missing.is_empty() {
+        false_report(
+            Reason::NodesWithoutHypervisor,
+            format!("No Hypervisor exists for {}", missing.join(", ")),
+            None,
+        )
+    } else if !lagging.is_empty() {
+        false_report(
+            Reason::WaitingForHypervisorOperator,
+            format!(
+                "Waiting for openstack-hypervisor-operator to apply the custom traits of {}",
+                lagging.join(", ")
+            ),
+            None,
+        )
+    } else {
+        let mut message = format!("Custom traits applied on {} nodes", found.len());
+        if !annotated.is_empty() {
+            message.push_str(&format!(
+                ", {} left to the {ANNOTATION} annotation",
+                annotated.len()
+            ));
+        }
+        if !waiting.is_empty() {
+            message.push_str(&format!(
+                "; created traits waiting for their last carrier: {}",
+                waiting.join(", ")
+            ));
+        }
+        Report {
+            ok: true,
+            reason: Reason::TraitsApplied,
+            message,
+            requeue: (!waiting.is_empty()).then_some(REQUEUE_COMPUTE_DRAIN_POLLING),
+            error: None,
+        }
+    };
+    (outcome, report)
+}
+
+/// The Traits step: returns the shorter of its own poll and the one the Services step
+/// handed over.
+pub fn run(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
+    nova_side(pass, step)
+}
+
+fn step(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
+    Box::pin(async move {
+        let Some(nova) = &pass.resolved.nova else {
+            return Ok(NovaComputePlan::proceed());
+        };
+        let side = compute_api::side(pass, nova);
+        let nodes = &side.nodes;
+        let annotated = pass
+            .resolved
+            .nodes
+            .as_ref()
+            .map(|s| s.annotated.clone())
+            .unwrap_or_default();
+        let pool = Pool {
+            cr: &pass.cr,
+            nova: &pass.cr.spec.nova_ref.name,
+            nodes,
+            annotated: &annotated,
+            siblings: &side.siblings,
+        };
+        let hypervisors = ClusterHypervisors(&*pass.cluster);
+        let (outcome, r) = reconcile(&side.client, &hypervisors, &pool).await;
+        let mut plan = NovaComputePlan::proceed().report(C::TraitsReady, r.ok, r.reason, r.message);
+        if outcome.created != pool.created() {
+            plan = plan.set(StatusUpdate::CreatedTraits(outcome.created.clone()));
+        }
+        let recorded: Vec<NovaComputeNodeStatus> = nodes
+            .iter()
+            .cloned()
+            .map(|mut n| {
+                if let Some(record) = outcome.records.get(&n.name) {
+                    n.traits = record.clone();
+                }
+                n
+            })
+            .collect();
+        if &recorded != nodes {
+            plan = plan.set(StatusUpdate::Nodes(recorded));
+        }
+        plan = compute_api::with_events(plan, outcome.events);
+        let after = [r.requeue, pass.resolved.services_poll]
+            .into_iter()
+            .flatten()
+            .min();
+        if let Some(after) = after {
+            plan = plan.requeue(after);
+        }
+        if let Some(message) = r.error {
+            plan = plan.failing(StepError::Refused(message));
+        }
+        Ok(plan)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use nova_api::v1alpha1::NovaComputeHostTraits;
+
+    use super::*;
+    use crate::novacompute::plan_fixtures::{entry, pool_cr};
+    use crate::openstack::fake::{Fake, client};
+
+    /// Hypervisors in memory; `None` = the kind is not served.
+    #[derive(Default)]
+    struct Memory {
+        objects: Mutex<BTreeMap<String, Hypervisor>>,
+        patched: Mutex<Vec<(String, Vec<String>)>>,
+        refuse: Option<HypervisorFailure>,
+    }
+
+    impl Memory {
+        fn with(nodes: &[(&str, &[&str], &[&str])]) -> Self {
+            let list = |l: &[&str]| l.iter().map(|t| (*t).to_owned()).collect();
+            Self {
+                objects: Mutex::new(
+                    nodes
+                        .iter()
+                        .map(|(n, spec, status)| {
+                            (
+                                (*n).to_owned(),
+                                Hypervisor {
+                                    custom_traits: list(spec),
+                                    status_traits: list(status),
+                                },
+                            )
+                        })
+                        .collect(),
+                ),
+                ..Self::default()
+            }
+        }
+
+        fn patched(&self) -> Vec<(String, Vec<String>)> {
+            self.patched.lock().expect("lock").clone()
+        }
+    }
+
+    impl Hypervisors for Memory {
+        fn get<'a>(
+            &'a self,
+            node: &'a str,
+        ) -> BoxFuture<'a, Result<Option<Hypervisor>, HypervisorFailure>> {
+            let answer = match &self.refuse {
+                Some(f) => Err(f.clone()),
+                None => Ok(self.objects.lock().expect("lock").get(node).cloned()),
+            };
+            Box::pin(async move { answer })
+        }
+
+        fn set_custom_traits<'a>(
+            &'a self,
+            node: &'a str,
+            traits: &'a [String],
+        ) -> BoxFuture<'a, Result<(), HypervisorFailure>> {
+            self.patched
+                .lock()
+                .expect("lock")
+                .push((node.to_owned(), traits.to_vec()));
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    fn strings(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    /// The spec's traits-bearing pool-a: CUSTOM_POOL_A everywhere, CUSTOM_GPU_A100 on node-1.
+    fn pool_a(deleting: bool, nodes: Vec<NovaComputeNodeStatus>, created: &[&str]) -> NovaCompute {
+        let mut cr = pool_cr("pool-a", deleting, nodes);
+        cr.spec.traits = Some(strings(&["CUSTOM_POOL_A"]));
+        cr.spec.host_traits = Some(vec![NovaComputeHostTraits {
+            node: "node-1".into(),
+            traits: strings(&["CUSTOM_GPU_A100", "CUSTOM_POOL_A"]),
+        }]);
+        with_created(cr, created)
+    }
+
+    fn with_created(mut cr: NovaCompute, created: &[&str]) -> NovaCompute {
+        if let Some(status) = cr.status.as_mut() {
+            status.created_traits = strings(created);
+        }
+        cr
+    }
+
+    fn nodes_of(cr: &NovaCompute) -> Vec<NovaComputeNodeStatus> {
+        cr.status
+            .as_ref()
+            .map(|s| s.nodes.clone())
+            .unwrap_or_default()
+    }
+
+    async fn run(
+        cr: &NovaCompute,
+        siblings: &[Arc<NovaCompute>],
+        annotated: &[&str],
+        fake: &Fake,
+        hypervisors: &Memory,
+    ) -> (Outcome, Report) {
+        let nodes = nodes_of(cr);
+        let annotated: BTreeSet<String> = annotated.iter().map(|s| (*s).to_owned()).collect();
+        let pool = Pool {
+            cr,
+            nova: "nova",
+            nodes: &nodes,
+            annotated: &annotated,
+            siblings,
+        };
+        reconcile(&client(fake, None), hypervisors, &pool).await
+    }
+
+    #[test]
+    fn the_desired_list_is_the_sorted_union_of_traits_and_the_nodes_host_traits() {
+        let cr = pool_a(false, Vec::new(), &[]);
+        assert_eq!(desired(&cr, "node-1"), ["CUSTOM_GPU_A100", "CUSTOM_POOL_A"]);
+        assert_eq!(desired(&cr, "node-2"), ["CUSTOM_POOL_A"]);
+        assert!(desired(&pool_cr("plain", false, Vec::new()), "node-1").is_empty());
+    }
+
+    #[test]
+    fn managed_nodes_are_pending_or_active_with_a_desired_list_or_a_record() {
+        let mut recorded = entry("node-4", NodePhase::Active, None);
+        recorded.traits = strings(&["CUSTOM_OLD"]);
+        let cr = pool_cr(
+            "plain",
+            false,
+            vec![
+                entry("node-1", NodePhase::Active, None),
+                recorded.clone(),
+                entry("node-5", NodePhase::Draining, None),
+            ],
+        );
+        let nodes = nodes_of(&cr);
+        let none = BTreeSet::new();
+        let pool = |cr| Pool {
+            cr,
+            nova: "nova",
+            nodes: &nodes,
+            annotated: &none,
+            siblings: &[],
+        };
+        assert_eq!(managed(&pool(&cr)), (strings(&["node-4"]), Vec::new()));
+        let a = pool_a(false, nodes.clone(), &[]);
+        let annotated = BTreeSet::from(["node-1".to_owned()]);
+        let p = Pool {
+            annotated: &annotated,
+            ..pool(&a)
+        };
+        assert_eq!(managed(&p), (strings(&["node-4"]), strings(&["node-1"])));
+        let leaving = pool_a(true, nodes.clone(), &[]);
+        assert_eq!(managed(&pool(&leaving)), (Vec::new(), Vec::new()));
+    }
+
+    #[tokio::test]
+    async fn no_declared_trait_and_none_created_makes_no_call() {
+        let cr = pool_cr(
+            "plain",
+            false,
+            vec![entry("node-1", NodePhase::Active, None)],
+        );
+        let fake = Fake::new();
+        let (_, report) = run(&cr, &[], &[], &fake, &Memory::default()).await;
+        assert_eq!(
+            (
+                report.ok,
+                report.reason,
+                report.message.as_str(),
+                report.requeue
+            ),
+            (
+                true,
+                Reason::NoTraitsDeclared,
+                "No node of the pool declares a custom trait",
+                None
+            )
+        );
+        assert!(fake.requests().is_empty(), "no token either");
+    }
+
+    #[tokio::test]
+    async fn missing_traits_are_created_first_then_the_hypervisor_gets_the_sorted_list() {
+        let cr = pool_a(
+            false,
+            vec![
+                entry("node-1", NodePhase::Active, None),
+                entry("node-2", NodePhase::Pending, None),
+            ],
+            &[],
+        );
+        let fake = Fake::new()
+            .answer("PUT", "/traits/CUSTOM_GPU_A100", 201, "")
+            .answer("PUT", "/traits/CUSTOM_POOL_A", 204, "");
+        let hypervisors = Memory::with(&[
+            ("node-1", &[], &["HW_CPU_X86_AVX"]),
+            ("node-2", &["CUSTOM_POOL_A"], &["CUSTOM_POOL_A"]),
+        ]);
+        let (outcome, report) = run(&cr, &[], &[], &fake, &hypervisors).await;
+        assert_eq!(
+            fake.calls(),
+            ["PUT /traits/CUSTOM_GPU_A100", "PUT /traits/CUSTOM_POOL_A"]
+        );
+        assert_eq!(
+            hypervisors.patched(),
+            [(
+                "node-1".to_owned(),
+                strings(&["CUSTOM_GPU_A100", "CUSTOM_POOL_A"])
+            )],
+            "node-2 already carries its list"
+        );
+        assert_eq!(
+            outcome.created,
+            ["CUSTOM_GPU_A100"],
+            "the 204 was someone else's"
+        );
+        assert_eq!(
+            outcome.records,
+            BTreeMap::from([
+                (
+                    "node-1".to_owned(),
+                    strings(&["CUSTOM_GPU_A100", "CUSTOM_POOL_A"])
+                ),
+                ("node-2".to_owned(), strings(&["CUSTOM_POOL_A"])),
+            ])
+        );
+        assert_eq!(
+            outcome
+                .events
+                .iter()
+                .map(|e| e.note.as_str())
+                .collect::<Vec<_>>(),
+            ["Created custom trait CUSTOM_GPU_A100 in Placement"]
+        );
+        assert_eq!(
+            (report.ok, report.reason, report.requeue),
+            (
+                false,
+                Reason::WaitingForHypervisorOperator,
+                Some(REQUEUE_COMPUTE_DRAIN_POLLING)
+            )
+        );
+        assert_eq!(
+            report.message,
+            "Waiting for openstack-hypervisor-operator to apply the custom traits of node-1"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_create_patches_nothing_and_keeps_what_it_created() {
+        let cr = pool_a(false, vec![entry("node-1", NodePhase::Active, None)], &[]);
+        let fake = Fake::new()
+            .answer("PUT", "/traits/CUSTOM_GPU_A100", 201, "")
+            .answer("PUT", "/traits/CUSTOM_POOL_A", 503, "busy");
+        let hypervisors = Memory::with(&[("node-1", &[], &[])]);
+        let (outcome, report) = run(&cr, &[], &[], &fake, &hypervisors).await;
+        assert!(hypervisors.patched().is_empty());
+        assert!(outcome.records.is_empty());
+        assert_eq!(outcome.created, ["CUSTOM_GPU_A100"]);
+        assert_eq!(
+            (report.reason, report.message.as_str(), report.requeue),
+            (
+                Reason::ComputeAPIError,
+                "creating trait CUSTOM_POOL_A: PUT /traits/CUSTOM_POOL_A: HTTP 503: busy",
+                Some(REQUEUE_COMPUTE_DRAIN_POLLING)
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn converged_nodes_and_the_annotated_ones_are_applied() {
+        let cr = pool_a(
+            false,
+            vec![
+                entry("node-1", NodePhase::Active, None),
+                entry("node-2", NodePhase::Active, None),
+            ],
+            &[],
+        );
+        let fake = Fake::new();
+        let hypervisors = Memory::with(&[(
+            "node-2",
+            &["CUSTOM_POOL_A"],
+            &["CUSTOM_POOL_A", "HW_CPU_X86_AVX"],
+        )]);
+        let (_, report) = run(&cr, &[], &["node-1"], &fake, &hypervisors).await;
+        assert!(fake.requests().is_empty() && hypervisors.patched().is_empty());
+        assert_eq!(
+            (report.ok, report.reason, report.requeue),
+            (true, Reason::TraitsApplied, None)
+        );
+        assert_eq!(
+            report.message,
+            "Custom traits applied on 1 nodes, 1 left to the nova.openstack.cloud.sap/custom-traits annotation"
+        );
+    }
+
+    #[tokio::test]
+    async fn hypervisor_failures_stop_the_step_or_collect_the_node() {
+        let cr = pool_a(false, vec![entry("node-1", NodePhase::Active, None)], &[]);
+        for (refuse, reason, error) in [
+            (
+                HypervisorFailure::NotServed,
+                Reason::HypervisorOperatorNotInstalled,
+                false,
+            ),
+            (
+                HypervisorFailure::Forbidden("403".into()),
+                Reason::HypervisorsForbidden,
+                false,
+            ),
+            (
+                HypervisorFailure::Failed("500".into()),
+                Reason::HypervisorError,
+                true,
+            ),
+        ] {
+            let hypervisors = Memory {
+                refuse: Some(refuse),
+                ..Memory::default()
+            };
+            let (_, report) = run(&cr, &[], &[], &Fake::new(), &hypervisors).await;
+            assert_eq!(
+                (
+                    report.ok,
+                    report.reason,
+                    report.requeue,
+                    report.error.is_some()
+                ),
+                (false, reason, Some(REQUEUE_COMPUTE_DRAIN_POLLING), error)
+            );
+        }
+        let (_, report) = run(&cr, &[], &[], &Fake::new(), &Memory::default()).await;
+        assert_eq!(
+            (report.reason, report.message.as_str()),
+            (
+                Reason::NodesWithoutHypervisor,
+                "No Hypervisor exists for node-1"
+            )
+        );
+    }
+
+    #[test]
+    fn a_created_trait_is_kept_handed_over_waited_on_or_deleted() {
+        let mut carrier = entry("node-9", NodePhase::Draining, None);
+        carrier.traits = strings(&["CUSTOM_CARRIED"]);
+        let declaring = pool_a(false, Vec::new(), &[]);
+        let mut declaring_but_deleting = pool_cr("gone", true, vec![carrier.clone()]);
+        declaring_but_deleting.spec.traits = Some(strings(&["CUSTOM_GONE"]));
+        let siblings = [
+            Arc::new(pool_cr_named("pool-b", declaring.clone())),
+            Arc::new(declaring_but_deleting),
+        ];
+        let none = BTreeSet::new();
+        let records = BTreeMap::new();
+        let this = pool_a(false, Vec::new(), &[]);
+        let pool = |cr| Pool {
+            cr,
+            nova: "nova",
+            nodes: &[],
+            annotated: &none,
+            siblings: &siblings,
+        };
+        assert_eq!(
+            disposition(&pool(&this), &records, "CUSTOM_POOL_A"),
+            Disposition::Keep
+        );
+        let leaving = pool_a(true, Vec::new(), &[]);
+        assert_eq!(
+            disposition(&pool(&leaving), &records, "CUSTOM_POOL_A"),
+            Disposition::Handover("pool-b".into())
+        );
+        assert_eq!(
+            disposition(&pool(&leaving), &records, "CUSTOM_GONE"),
+            Disposition::Delete,
+            "only a live pool's declaration counts"
+        );
+        assert_eq!(
+            disposition(&pool(&leaving), &records, "CUSTOM_CARRIED"),
+            Disposition::WaitForCarrier,
+            "a deleting pool's record still counts"
+        );
+    }
+
+    fn pool_cr_named(name: &str, mut cr: NovaCompute) -> NovaCompute {
+        cr.metadata.name = Some(name.into());
+        cr
+    }
+
+    #[tokio::test]
+    async fn undeclared_created_traits_are_deleted_or_kept_on_409() {
+        let mut carrier = entry("node-1", NodePhase::Draining, None);
+        carrier.traits = strings(&["CUSTOM_WAIT"]);
+        let cr = with_created(
+            pool_cr("plain", false, vec![carrier]),
+            &["CUSTOM_DONE", "CUSTOM_USED", "CUSTOM_WAIT"],
+        );
+        let fake = Fake::new()
+            .answer("DELETE", "/traits/CUSTOM_DONE", 204, "")
+            .answer("DELETE", "/traits/CUSTOM_USED", 409, "in use");
+        let (outcome, report) = run(&cr, &[], &[], &fake, &Memory::default()).await;
+        assert_eq!(outcome.created, ["CUSTOM_WAIT"]);
+        assert_eq!(
+            outcome
+                .events
+                .iter()
+                .map(|e| (e.reason, e.note.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                (
+                    "TraitDeleted",
+                    "Deleted custom trait CUSTOM_DONE from Placement: no NovaCompute of Nova nova declares it"
+                ),
+                (
+                    "TraitKept",
+                    "Kept custom trait CUSTOM_USED: Placement still associates it with a resource provider"
+                ),
+            ]
+        );
+        assert_eq!(
+            (report.ok, report.reason, report.requeue),
+            (
+                true,
+                Reason::TraitsApplied,
+                Some(REQUEUE_COMPUTE_DRAIN_POLLING)
+            )
+        );
+        assert_eq!(
+            report.message,
+            "Custom traits applied on 0 nodes; created traits waiting for their last carrier: CUSTOM_WAIT"
+        );
+    }
+}
