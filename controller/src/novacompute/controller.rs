@@ -320,6 +320,41 @@ mod tests {
     }
 
     #[test]
+    fn a_node_label_change_wakes_the_pools_selecting_it_before_or_after_or_holding_it() {
+        let (store, mut writer) = kube::runtime::reflector::store();
+        let pools = Pools::new(store);
+        let selecting = |name: &str, value: &str| {
+            let mut p = pool();
+            p.metadata.name = Some(name.into());
+            p.spec.node_selector = BTreeMap::from([("pool".to_owned(), value.to_owned())]);
+            p
+        };
+        let mut holder = selecting("holder", "c");
+        holder.status = Some(NovaComputeStatus {
+            nodes: vec![entry("n1", NodePhase::Draining)],
+            ..Default::default()
+        });
+        for p in [
+            selecting("was", "a"),
+            selecting("now", "b"),
+            holder,
+            selecting("other", "d"),
+        ] {
+            let event = watcher::Event::Apply(p);
+            writer.apply_watcher_event(&event);
+            pools.follow(&event);
+        }
+        let labels = |value: &str| BTreeMap::from([("pool".to_owned(), value.to_owned())]);
+        let mut woken: Vec<String> =
+            pools_of_node(&pools, "n1", Some(&labels("a")), Some(&labels("b")))
+                .into_iter()
+                .map(|r| r.name)
+                .collect();
+        woken.sort();
+        assert_eq!(woken, ["holder", "now", "was"]);
+    }
+
+    #[test]
     fn a_nova_wakes_its_pools_on_its_spec_and_the_two_status_fields() {
         let mut nova = crate::novacompute::fixtures::nova();
         let view = nova_view(&nova);
