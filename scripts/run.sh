@@ -3,7 +3,8 @@
 # the OpenStack images and the operator's own images; a cold machine takes about an hour and
 # every step logs its progress), starts the control plane with the real node and a real
 # OpenStack (MariaDB, RabbitMQ, memcached, Keystone, Placement), runs the SIMULATED MariaDB,
-# RabbitMQ and External Secrets operators against it, installs the operator with its own Helm
+# RabbitMQ and External Secrets operators (and a SIMULATED Gateway controller that accepts the
+# sample's console route) against it, installs the operator with its own Helm
 # chart (nova-webhook and nova-controller as pods on the real node, admission through the
 # webhook's Service), applies the sample Nova and NovaCompute and shows their conditions live.
 # With a terminal it runs until Ctrl-C; without one it exits 0 once the Nova is Ready, or 1
@@ -19,7 +20,7 @@ MODE=full
 for arg in "$@"; do
   case $arg in
     --no-openstack) MODE=light ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -74,6 +75,25 @@ watch_conditions() {
       fi
     fi
     sleep 2
+  done
+}
+
+# The sample exposes its console through the Gateway openstack-gw, and no Gateway controller
+# runs here: a SIMULATED one accepts every HTTPRoute in namespace openstack that has no parent
+# status yet (nothing routes traffic to it).
+simulated_gateway() {
+  while :; do
+    "$KUBECTL" -n openstack get httproutes -o json 2>/dev/null | python3 -c '
+import json, sys
+for route in json.load(sys.stdin)["items"]:
+    if (route.get("status") or {}).get("parents"):
+        continue
+    print(route["metadata"]["name"], route["metadata"].get("generation", 1), json.dumps(route["spec"]["parentRefs"][0]))
+' | while read -r name generation parent; do
+      log "SIMULATED gateway controller: accepting HTTPRoute openstack/$name"
+      "$KUBECTL" -n openstack patch httproute "$name" --subresource=status --type=merge -p '{"status":{"parents":[{"parentRef":'"$parent"',"controllerName":"nova.c5c3.io/simulated-gateway","conditions":[{"type":"Accepted","status":"True","reason":"Accepted","message":"simulated gateway controller: accepted, nothing routes traffic","lastTransitionTime":"'"$(date -u +%Y-%m-%dT%H:%M:%SZ)"'","observedGeneration":'"$generation"'}]}]}}' >/dev/null || true
+    done
+    sleep 3
   done
 }
 
@@ -226,6 +246,8 @@ YAML
   grep -q "digest: \"${pinned#*@}\"" "$RUN/nova.yaml" || { log "could not pin the sample's image"; exit 1; }
   apply_admitted "$RUN/nova.yaml"
   apply_admitted examples/novacompute.yaml
+  simulated_gateway &
+  pids+=($!)
   local rc=0
   watch_conditions || rc=$?
   local ip
