@@ -1,10 +1,16 @@
-//! The NovaCompute steps' OpenStack client against the real services on the real node: a real
-//! Keystone issues the token (once per client) and the catalog Placement is found in, a real
-//! nova-api (hand-written templates, `nova_test_harness::openstack::nova`) answers the service,
-//! hypervisor, server and aggregate calls while a fake-driver nova-compute registers, and a real
-//! Placement creates, refuses (409 while a resource provider carries it) and deletes a trait.
-//! The client dials the cluster-local Service names through routes to the pods' addresses, the
-//! way a controller outside the cluster reaches them.
+//! The NovaCompute steps' OpenStack client, and the Aggregates, Services and Traits steps'
+//! calls, against the real services on the real node: a real Keystone issues the token (once
+//! per client) and the catalog Placement is found in; a real nova-api (hand-written templates,
+//! `nova_test_harness::openstack::nova`) answers the aggregate, service, hypervisor and server
+//! calls while a fake-driver nova-compute registers; a real Placement creates, refuses (409 while
+//! a resource provider carries it) and deletes traits; a real `kvm.cloud.sap/v1` Hypervisor in
+//! the API server takes the merge patch (the hypervisor operator's status is played). The steps
+//! run as functions over a hand-built ledger: the Aggregates step creates marked per-zone
+//! aggregates and keeps one with foreign metadata; the Services walk moves the node Pending
+//! (unmapped) → Active (after a real discover_hosts) → Draining (disabled once, no server) →
+//! Releasing → dropped once its pod is gone (its service deleted); the Traits step creates,
+//! patches and garbage-collects. The client dials the cluster-local Service names through
+//! routes to the pods' addresses, the way a controller outside the cluster reaches them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -15,7 +21,7 @@ use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use nova_api::conditions::Reason;
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
 use nova_controller::clusters::{LocalCluster, Registry, kinds};
-use nova_controller::novacompute::{aggregates, traits};
+use nova_controller::novacompute::{aggregates, services, traits};
 use nova_controller::openstack::nova::ServiceDeletion;
 use nova_controller::openstack::placement::{TraitDeletion, TraitEnsured};
 use nova_controller::openstack::{Client, Credentials, Direct, Endpoints, OpenStackError};
@@ -415,6 +421,25 @@ async fn traits_step(cp: &ControlPlane, os: &OpenStack, client: &Client, ns: &st
     Ok(())
 }
 
+/// One Services walk of pool `pool-a` over `nodes`, with a pod of the pool on `pods_on`.
+async fn walk_once(
+    client: &Client,
+    ns: &str,
+    nodes: Vec<NovaComputeNodeStatus>,
+    pods_on: &[&str],
+) -> services::Walk {
+    let handover = BTreeSet::new();
+    let pods_on: BTreeSet<String> = pods_on.iter().map(|s| (*s).to_owned()).collect();
+    let pool = services::Pool {
+        namespace: ns,
+        name: "pool-a",
+        nodes: &nodes,
+        handover: &handover,
+        pods_on: &pods_on,
+    };
+    services::walk(client, &pool).await
+}
+
 async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> Result<T>
 where
     F: FnMut() -> Fut,
@@ -601,11 +626,46 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
         !client.mapped_hosts().await?.contains(HOST),
         "an undiscovered host is not listed"
     );
+
+    // The Services step's walk over the node's life: registered but unmapped, mapped, leaving
+    // (disabled once, no server counted), released (its pod still there, then gone).
+    let w = walk_once(
+        &client,
+        &ns,
+        vec![node_entry(HOST, NodePhase::Pending)],
+        &[],
+    )
+    .await;
+    ensure!(
+        w.unmapped == [HOST] && w.nodes[0].phase == NodePhase::Pending,
+        "{w:?}"
+    );
+    ensure!(
+        w.nodes[0].service_id.as_deref() == Some(service.id.as_str()),
+        "{w:?}"
+    );
+    ensure!(
+        services::report(&w, None).reason == Reason::WaitingForHostMapping,
+        "{w:?}"
+    );
     discover_hosts(&kube, &ns).await?;
-    ensure!(client.mapped_hosts().await?.contains(HOST), "discovered");
-    ensure!(client.count_servers(HOST).await? == 0);
-    let reason = format!("c5c3.io: leaving NovaCompute {ns}/pool");
-    client.disable_service(&service.id, &reason).await?;
+    let w = walk_once(&client, &ns, w.nodes, &[]).await;
+    ensure!(
+        w.nodes[0].phase == NodePhase::Active && w.unmapped.is_empty(),
+        "{w:?}"
+    );
+    let mut leaving = w.nodes;
+    leaving[0].phase = NodePhase::Draining;
+    let w = walk_once(&client, &ns, leaving, &[]).await;
+    ensure!(
+        w.failure.is_none() && w.nodes[0].phase == NodePhase::Releasing,
+        "{w:?}"
+    );
+    ensure!(
+        w.events.iter().map(|e| e.reason).collect::<Vec<_>>() == ["ComputeServiceDisabled"],
+        "{w:?}"
+    );
+    let reason = format!("c5c3.io: leaving NovaCompute {ns}/pool-a");
     let disabled = client
         .compute_services()
         .await?
@@ -616,12 +676,22 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
         disabled.status == "disabled" && disabled.disabled_reason == reason,
         "{disabled:?}"
     );
+    let w = walk_once(&client, &ns, w.nodes, &[HOST]).await;
+    ensure!(
+        w.nodes.len() == 1 && w.events.is_empty(),
+        "the service stays while the pod runs: {w:?}"
+    );
     let deployments: kube::Api<k8s_openapi::api::apps::v1::Deployment> =
         kube::Api::namespaced(kube.clone(), &ns);
     deployments
         .delete("nova-compute", &kube::api::DeleteParams::foreground())
         .await?;
-    ensure!(client.delete_service(&service.id).await? == ServiceDeletion::Deleted);
+    let w = walk_once(&client, &ns, w.nodes, &[]).await;
+    ensure!(
+        w.nodes.is_empty()
+            && w.events.iter().map(|e| e.reason).collect::<Vec<_>>() == ["ComputeServiceDeleted"],
+        "{w:?}"
+    );
     ensure!(
         client.delete_service(&service.id).await? == ServiceDeletion::Deleted,
         "404 counts as deleted"

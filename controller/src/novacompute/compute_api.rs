@@ -18,10 +18,20 @@ pub fn client(pass: &NovaComputePass, nova: &NovaInputs) -> Arc<Client> {
     if let Some(client) = &pass.resolved.openstack {
         return client.clone();
     }
-    let spec = &nova.nova.spec;
-    let c = &nova.credentials;
+    let (endpoints, credentials) = addressing(nova);
     Arc::new(Client::new(
         pass.cluster.transport(),
+        endpoints,
+        credentials,
+    ))
+}
+
+/// Where the Nova's services are and who the pool calls them as: the Keystone and compute
+/// URLs the NovaRef step resolved, the Nova's Placement override and region, its service user.
+fn addressing(nova: &NovaInputs) -> (Endpoints, Credentials) {
+    let spec = &nova.nova.spec;
+    let c = &nova.credentials;
+    (
         Endpoints {
             keystone: nova.keystone_url.clone(),
             nova: nova.compute_url.clone(),
@@ -39,7 +49,7 @@ pub fn client(pass: &NovaComputePass, nova: &NovaInputs) -> Arc<Client> {
             user_domain_name: c.user_domain_name.clone(),
             project_domain_name: c.project_domain_name.clone(),
         },
-    ))
+    )
 }
 
 /// What the Aggregates and Traits steps start from.
@@ -86,5 +96,60 @@ fn siblings(pass: &NovaComputePass) -> Vec<Arc<NovaCompute>> {
     match &pass.resolved.nodes {
         Some(sets) => sets.siblings.clone(),
         None => pass.shared.siblings(&pass.cr),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::novacompute::fixtures::nova;
+    use crate::novacompute::resolved::ServiceCredentials;
+    use crate::sensitive::Sensitive;
+    use nova_api::v1alpha1::{EndpointOverrideSpec, NovaEndpointsSpec};
+
+    #[test]
+    fn the_client_addresses_the_novas_services_as_its_service_user() {
+        let mut cr = nova();
+        cr.spec.region = Some("RegionTwo".into());
+        cr.spec.endpoints = Some(NovaEndpointsSpec {
+            placement: Some(EndpointOverrideSpec {
+                override_url: Some("http://placement.ns.svc:8778".into()),
+            }),
+            ..Default::default()
+        });
+        let inputs = NovaInputs {
+            nova: Arc::new(cr),
+            image: nova_api::effective::compute_image(None, Some("2026.1")).expect("image"),
+            contract_secret: "nova-compute-config".into(),
+            keystone_url: "http://keystone.ns.svc:5000/v3".into(),
+            compute_url: "http://nova.ns.svc.cluster.local:8774".into(),
+            credentials: ServiceCredentials {
+                username: "nova".into(),
+                project_name: "service".into(),
+                user_domain_name: "Users".into(),
+                project_domain_name: "Projects".into(),
+                password: Sensitive::new("p"),
+            },
+        };
+        let (endpoints, credentials) = addressing(&inputs);
+        assert_eq!(
+            endpoints,
+            Endpoints {
+                keystone: "http://keystone.ns.svc:5000/v3".into(),
+                nova: "http://nova.ns.svc.cluster.local:8774".into(),
+                placement: Some("http://placement.ns.svc:8778".into()),
+                region: Some("RegionTwo".into()),
+            }
+        );
+        assert_eq!(
+            (
+                credentials.username.as_str(),
+                credentials.project_name.as_str(),
+                credentials.user_domain_name.as_str(),
+                credentials.project_domain_name.as_str(),
+                credentials.password.expose()
+            ),
+            ("nova", "service", "Users", "Projects", "p")
+        );
     }
 }

@@ -379,6 +379,31 @@ mod tests {
     }
 
     #[test]
+    fn the_api_deployment_runs_an_image_with_a_config_or_not_yet() {
+        let deployment = |volumes: serde_json::Value| -> Deployment {
+            serde_json::from_value(serde_json::json!({
+                "spec": { "selector": {}, "template": { "spec": {
+                    "containers": [{ "name": "nova-api", "image": "ghcr.io/c5c3/nova:2026.1" }],
+                    "volumes": volumes
+                } } }
+            }))
+            .expect("deployment")
+        };
+        assert_eq!(
+            running(&deployment(serde_json::json!([
+                { "name": "tmp", "emptyDir": {} },
+                { "name": "config", "configMap": { "name": "nova-config-12345678" } }
+            ]))),
+            Some((
+                "ghcr.io/c5c3/nova:2026.1".to_owned(),
+                "nova-config-12345678".to_owned()
+            ))
+        );
+        assert_eq!(running(&deployment(serde_json::json!([]))), None);
+        assert_eq!(running(&Deployment::default()), None);
+    }
+
+    #[test]
     fn the_observed_job_reads_control_and_the_terminal_condition() {
         let owner = Owner {
             kind: "Nova".into(),
