@@ -20,11 +20,11 @@ use anyhow::{Context, Result, ensure};
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use nova_api::conditions::Reason;
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
-use nova_controller::clusters::{LocalCluster, Registry, kinds};
+use nova_controller::clusters::{Cluster, LocalCluster, Registry, kinds};
 use nova_controller::novacompute::{aggregates, services, traits};
 use nova_controller::openstack::nova::ServiceDeletion;
 use nova_controller::openstack::placement::{TraitDeletion, TraitEnsured};
-use nova_controller::openstack::{Client, Credentials, Direct, Endpoints, OpenStackError};
+use nova_controller::openstack::{Client, Credentials, Endpoints, OpenStackError};
 use nova_controller::sensitive::Sensitive;
 use nova_test_harness::images::nova_image;
 use nova_test_harness::openstack::nova::{
@@ -38,16 +38,10 @@ use serde_json::json;
 const RELEASE: &str = "2026.1";
 const HOST: &str = "proof-compute-0";
 
-/// The client of one pass as the NovaCompute steps build it: user `nova` of project `service`,
-/// Placement from the catalog.
-async fn pass_client(
-    cp: &ControlPlane,
-    os: &OpenStack,
-    ns: &str,
-    password: &str,
-) -> Result<Client> {
+/// The management cluster's handle as the steps use it, its Service URLs routed to the pods of
+/// Keystone, Placement and nova-api (the controller runs outside the cluster here).
+async fn handle(cp: &ControlPlane, os: &OpenStack, ns: &str) -> Result<Arc<LocalCluster>> {
     let kube = cp.client()?;
-    let nova_url = format!("http://nova-api.{ns}.svc.cluster.local:8774");
     let routes = BTreeMap::from([
         (
             format!(
@@ -70,11 +64,18 @@ async fn pass_client(
             api_address(&kube, ns).await?,
         ),
     ]);
-    Ok(Client::new(
-        Arc::new(Direct::routed(routes)),
+    let registry = Registry::default().route_services(routes);
+    Ok(LocalCluster::start(kube, None, registry).await)
+}
+
+/// The client of one pass as the NovaCompute steps build it, over the handle's transport: user
+/// `nova` of project `service`, Placement from the catalog.
+fn pass_client(cluster: &LocalCluster, ns: &str, password: &str) -> Client {
+    Client::new(
+        cluster.transport(),
         Endpoints {
             keystone: keystone_url(),
-            nova: nova_url,
+            nova: format!("http://nova-api.{ns}.svc.cluster.local:8774"),
             placement: None,
             region: Some("RegionOne".into()),
         },
@@ -85,7 +86,7 @@ async fn pass_client(
             user_domain_name: "Default".into(),
             project_domain_name: "Default".into(),
         },
-    ))
+    )
 }
 
 /// Runs `nova-manage cell_v2 discover_hosts` once, as the `<nova>-discover-hosts` Job does.
@@ -264,7 +265,13 @@ fn traits_pool(ns: &str, node: &str, traits: &str, gpu: &str, deleting: bool) ->
 /// sorted list is merge-patched into `spec.customTraits` under `cobaltcore-operator`, and once
 /// the pool is gone its created traits are deleted, except one a resource provider still
 /// carries (409: kept).
-async fn traits_step(cp: &ControlPlane, os: &OpenStack, client: &Client, ns: &str) -> Result<()> {
+async fn traits_step(
+    cp: &ControlPlane,
+    os: &OpenStack,
+    cluster: &LocalCluster,
+    client: &Client,
+    ns: &str,
+) -> Result<()> {
     let suffix = ns.rsplit('-').next().unwrap_or("x").to_uppercase();
     let (traits, gpu) = (
         format!("CUSTOM_POOL_{suffix}"),
@@ -283,8 +290,7 @@ async fn traits_step(cp: &ControlPlane, os: &OpenStack, client: &Client, ns: &st
             }))?,
         )
         .await?;
-    let cluster = LocalCluster::start(kube.clone(), None, Registry::default()).await;
-    let handle = traits::ClusterHypervisors(&*cluster);
+    let handle = traits::ClusterHypervisors(cluster);
     let mut entry = node_entry(&node, NodePhase::Active);
     let live = traits_pool(ns, &node, &traits, &gpu, false);
     let run = |pool: &NovaCompute, nodes: Vec<NovaComputeNodeStatus>| {
@@ -467,7 +473,8 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
     start_api(&kube, &ns, RELEASE).await?;
 
     // A wrong password: Keystone's 401, naming neither the password nor a token.
-    let refused = pass_client(cp, os, &ns, "not-the-password-4711").await?;
+    let cluster = handle(cp, os, &ns).await?;
+    let refused = pass_client(&cluster, &ns, "not-the-password-4711");
     let err = refused.aggregates().await.expect_err("refused");
     let text = err.to_string();
     ensure!(
@@ -481,7 +488,7 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
     );
 
     let t = Instant::now();
-    let client = pass_client(cp, os, &ns, os.nova_password()).await?;
+    let client = pass_client(&cluster, &ns, os.nova_password());
 
     // Aggregates: create (zoned and not), 409 on a second create, mark, list, delete.
     let zone = format!("zone-{ns}");
@@ -531,7 +538,7 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
     ensure!(!unknown.contains("gAAAA"), "a Fernet token in {unknown}");
 
     aggregates_step(&client, &ns).await?;
-    traits_step(cp, os, &client, &ns).await?;
+    traits_step(cp, os, &cluster, &client, &ns).await?;
 
     // Traits: create, exist, 409 while a resource provider carries it, delete, gone.
     let name = format!(
@@ -610,7 +617,7 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
     let t = Instant::now();
     start_conductor_and_compute(&kube, &ns, RELEASE).await?;
     let service = eventually("the compute service registering", || async {
-        let client = pass_client(cp, os, &ns, os.nova_password()).await?;
+        let client = pass_client(&cluster, &ns, os.nova_password());
         Ok(client
             .compute_services()
             .await?
