@@ -265,6 +265,67 @@ async fn job_pod(client: &Client, ns: &str, job: &str) -> Option<Pod> {
         .next()
 }
 
+/// Soft-deletes a security group named `name` in the cell schema `days_ago` days ago, for
+/// each pair, as nova marks a deleted row.
+async fn soft_delete(client: &Client, ns: &str, job: &str, rows: &[(&str, u32)]) {
+    let values: Vec<String> = rows
+        .iter()
+        .map(|(name, days)| {
+            format!("(NOW(), NOW() - INTERVAL {days} DAY, 1, '{name}', 'x', 'u', 'p')")
+        })
+        .collect();
+    let sql = format!(
+        "INSERT INTO nova.security_groups (created_at, deleted_at, deleted, name, description, user_id, project_id) VALUES {}; SELECT 1",
+        values.join(", ")
+    );
+    query(client, ns, job, &sql).await;
+}
+
+/// (rows in the shadow table, rows left in the table) of the security group `name`.
+async fn archived(client: &Client, ns: &str, job: &str, name: &str) -> (u32, u32) {
+    let counts = query(
+        client,
+        ns,
+        job,
+        &format!(
+            "SELECT (SELECT COUNT(*) FROM nova.shadow_security_groups WHERE name = '{name}'), \
+             (SELECT COUNT(*) FROM nova.security_groups WHERE name = '{name}')"
+        ),
+    )
+    .await;
+    let counts: Vec<u32> = counts
+        .split_whitespace()
+        .map(|c| c.parse().expect("a count"))
+        .collect();
+    (counts[0], counts[1])
+}
+
+/// Runs the archive CronJob's job template now, as the CronJob controller would (controlled
+/// by the CronJob, its labels), and waits for it to succeed.
+async fn run_archive(client: &Client, ns: &str, name: &str) {
+    let crons: Api<CronJob> = Api::namespaced(client.clone(), ns);
+    let cron = crons.get("nova-db-archive").await.expect("CronJob");
+    let template = cron.spec.job_template.clone();
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "labels": template.metadata.as_ref().and_then(|m| m.labels.clone()),
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": cron.name_any(),
+                                 "uid": cron.uid(), "controller": true}]
+        },
+        "spec": template.spec,
+    }))
+    .expect("Job");
+    Api::<Job>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &job)
+        .await
+        .expect("archive Job");
+    let ended = pods::wait_for_job_termination(client, ns, name, "db-archive", REAL_TIMEOUT)
+        .await
+        .expect("archive ended");
+    assert_eq!(ended.exit_code, 0, "{name}: {ended:?}");
+}
+
 /// The pods of the Nova's API Deployment.
 async fn api_pods(client: &Client, ns: &str) -> Vec<Pod> {
     Api::<Pod>::namespaced(client.clone(), ns)
@@ -568,74 +629,73 @@ async fn the_operators_nova_runs_for_real_and_reaches_ready() {
         second.uid()
     );
 
-    // The archive CronJob's Job runs the real nova-manage over a really soft-deleted row.
-    query(
-        &client,
-        &ns,
-        "soft-delete",
-        "INSERT INTO nova.security_groups (created_at, deleted_at, deleted, name, description, user_id, project_id) \
-         VALUES (NOW(), NOW(), 1, 'soft-deleted-by-nova-real', 'x', 'u', 'p'); SELECT 1",
-    )
-    .await;
-    let crons: Api<CronJob> = Api::namespaced(client.clone(), &ns);
-    let cron = crons.get("nova-db-archive").await.expect("CronJob");
-    let template = cron.spec.job_template.clone();
-    let job: Job = serde_json::from_value(json!({
-        "metadata": {
-            "name": "nova-db-archive-now",
-            "labels": template.metadata.as_ref().and_then(|m| m.labels.clone()),
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": cron.name_any(),
-                                 "uid": cron.uid(), "controller": true}]
-        },
-        "spec": template.spec,
-    }))
-    .expect("Job");
-    jobs.create(&PostParams::default(), &job)
-        .await
-        .expect("archive Job");
-    let archive = pods::wait_for_job_termination(
-        &client,
-        &ns,
-        "nova-db-archive-now",
-        "db-archive",
-        REAL_TIMEOUT,
-    )
-    .await
-    .expect("archive ended");
-    assert_eq!(archive.exit_code, 0, "{archive:?}");
-    let shadowed = query(
-        &client,
-        &ns,
-        "archived",
-        "SELECT (SELECT COUNT(*) FROM nova.shadow_security_groups WHERE name = 'soft-deleted-by-nova-real'), \
-         (SELECT COUNT(*) FROM nova.security_groups WHERE name = 'soft-deleted-by-nova-real')",
-    )
-    .await;
+    // The archive CronJob's Job runs the real nova-manage over really soft-deleted rows: all
+    // of them without a retention window, only those deleted before it with one.
+    soft_delete(&client, &ns, "soft-delete", &[("now-by-nova-real", 0)]).await;
+    run_archive(&client, &ns, "nova-db-archive-now").await;
     assert_eq!(
-        shadowed.split_whitespace().collect::<Vec<_>>(),
-        ["1", "0"],
-        "{shadowed:?}"
+        archived(&client, &ns, "archived", "now-by-nova-real").await,
+        (1, 0)
     );
     let nova = wait_nova(&client, &ns, "DBArchiveReady=True", |n| {
         holds(n, "DBArchiveReady", "True")
     })
     .await;
     assert_eq!(reason(&nova, "DBArchiveReady"), Some("DBArchiveScheduled"));
+    novas
+        .patch(
+            "nova",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"dbArchive": {"retentionDays": 2}}})),
+        )
+        .await
+        .expect("retention window");
+    let crons: Api<CronJob> = Api::namespaced(client.clone(), &ns);
+    let deadline = Instant::now() + REAL_TIMEOUT;
+    while !serde_json::to_string(&crons.get("nova-db-archive").await.expect("CronJob").spec)
+        .expect("json")
+        .contains(r#"{"name":"RETENTION_DAYS","value":"2"}"#)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the window never reached the CronJob"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    soft_delete(
+        &client,
+        &ns,
+        "soft-delete-windowed",
+        &[("old-by-nova-real", 10), ("recent-by-nova-real", 0)],
+    )
+    .await;
+    run_archive(&client, &ns, "nova-db-archive-windowed").await;
+    assert_eq!(
+        archived(&client, &ns, "archived-old", "old-by-nova-real").await,
+        (1, 0)
+    );
+    assert_eq!(
+        archived(&client, &ns, "archived-recent", "recent-by-nova-real").await,
+        (0, 1),
+        "a row deleted within the window stays"
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
     while metrics
         .db_archive
         .total
         .with_label_values(&["nova", &ns, "succeeded"])
         .get()
-        != 1
+        != 2
     {
         assert!(
             Instant::now() < deadline,
-            "the archive run was never counted"
+            "the archive runs were not counted"
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    eprintln!("archive: real nova-manage moved the soft-deleted row to its shadow table");
+    eprintln!(
+        "archive: real nova-manage moved the soft-deleted rows to their shadow table, the window kept the recent one"
+    );
 
     // uWSGI stops on the SIGTERM after the preStop sleep (without --die-on-term, uWSGI 2.0
     // reloads on SIGTERM and is killed only when the 30-second grace period ends).
