@@ -7,8 +7,8 @@
 //! deleting a compute service removes them.
 
 use nova_api::conditions::NovaComputeConditionType as C;
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::resolved::Resolved;
@@ -19,6 +19,8 @@ use crate::pipeline::{REQUEUE_DEPLOYMENT_POLLING, StepFuture};
 
 use nova_api::conditions::Reason;
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus};
+
+use kube::ResourceExt;
 
 use crate::openstack::nova::Aggregate;
 use crate::openstack::{Client, OpenStackError};
@@ -307,6 +309,51 @@ pub fn failed(action: &str, error: &OpenStackError) -> String {
     }
 }
 
+/// The `AggregateKept` notes each pool's last completed pass reported, so the Warning is
+/// recorded when an aggregate starts being kept (or its foreign keys change), not on every
+/// pass while it stays kept: steady state records no event. Held in memory by the pool index;
+/// a restarted controller records each kept aggregate once more.
+#[derive(Debug, Default)]
+pub struct KeptAggregates(Mutex<HashMap<(String, String), BTreeSet<String>>>);
+
+impl KeptAggregates {
+    /// The events of a pass of the pool `(namespace, name)`: its `AggregateKept` notes only
+    /// where the pool's last completed pass did not report them, none on a failed pass (which
+    /// leaves the record, so the next completed pass reports what changed meanwhile).
+    pub fn transitions(
+        &self,
+        pool: (String, String),
+        outcome: &Outcome,
+        notes: Vec<EventNote>,
+    ) -> Vec<EventNote> {
+        let (kept, mut others): (Vec<EventNote>, Vec<EventNote>) =
+            notes.into_iter().partition(|n| n.reason == "AggregateKept");
+        if matches!(outcome, Outcome::Failed(_)) {
+            return others;
+        }
+        let mut record = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let before = record.remove(&pool).unwrap_or_default();
+        let now: BTreeSet<String> = kept.iter().map(|n| n.note.clone()).collect();
+        let new: Vec<EventNote> = kept
+            .into_iter()
+            .filter(|n| !before.contains(&n.note))
+            .collect();
+        if !now.is_empty() {
+            record.insert(pool, now);
+        }
+        others.splice(0..0, new);
+        others
+    }
+
+    /// Forgets a pool that is gone.
+    pub fn forget(&self, pool: &(String, String)) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(pool);
+    }
+}
+
 /// Lists the aggregates, carries out the plan's changes in order (stopping at the first
 /// failure), and returns the assessment, the outcome and the events.
 pub async fn reconcile(client: &Client, pool: &Pool<'_>) -> (Assessment, Outcome, Vec<EventNote>) {
@@ -413,6 +460,11 @@ fn step(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
             siblings: &side.siblings,
         };
         let (assessment, outcome, events) = reconcile(&side.client, &pool).await;
+        let events = pass.shared.kept_aggregates().transitions(
+            (pass.owner.namespace.clone(), pass.cr.name_any()),
+            &outcome,
+            events,
+        );
         let r = report(&assessment, &outcome);
         let plan = NovaComputePlan::proceed()
             .report(C::AggregatesReady, r.ok, r.reason, r.message)
@@ -654,6 +706,61 @@ mod tests {
                 "Aggregate z1 was created concurrently; reading it back",
                 Some(REQUEUE_DEPLOYMENT_POLLING),
             )
+        );
+    }
+
+    #[test]
+    fn aggregate_kept_is_recorded_when_an_aggregate_starts_being_kept_not_while_it_stays() {
+        let memo = KeptAggregates::default();
+        let pool = || ("ns".to_owned(), "pool".to_owned());
+        let note = |warning, reason, text: &str| EventNote {
+            warning,
+            reason,
+            note: text.to_owned(),
+        };
+        let kept = |keys: &str| {
+            note(
+                true,
+                "AggregateKept",
+                &format!(
+                    "Kept empty host aggregate z7: it carries metadata the operator did not set ({keys})"
+                ),
+            )
+        };
+        let deleted = || {
+            note(
+                false,
+                "AggregateDeleted",
+                "Deleted host aggregate z1: no NovaCompute of Nova nova needs it",
+            )
+        };
+        let reasons = |notes: Vec<EventNote>| notes.into_iter().map(|n| n.note).collect::<Vec<_>>();
+        let first = memo.transitions(pool(), &Outcome::Completed, vec![kept("owner"), deleted()]);
+        assert_eq!(reasons(first), [kept("owner").note, deleted().note]);
+        let again = memo.transitions(pool(), &Outcome::Completed, vec![kept("owner")]);
+        assert!(again.is_empty(), "steady state records nothing");
+        let failed = Outcome::Failed("deleting aggregate z1: boom".into());
+        let during = memo.transitions(pool(), &failed, vec![kept("owner, team")]);
+        assert!(during.is_empty(), "a failed pass records no AggregateKept");
+        let changed = memo.transitions(pool(), &Outcome::Completed, vec![kept("owner, team")]);
+        assert_eq!(
+            reasons(changed),
+            [kept("owner, team").note],
+            "new foreign keys"
+        );
+        assert!(
+            memo.transitions(pool(), &Outcome::Completed, vec![])
+                .is_empty()
+        );
+        let back = memo.transitions(pool(), &Outcome::Completed, vec![kept("owner, team")]);
+        assert_eq!(back.len(), 1, "kept again after it was not");
+        memo.forget(&pool());
+        let other = ("ns".to_owned(), "other".to_owned());
+        assert_eq!(
+            memo.transitions(other, &Outcome::Completed, vec![kept("owner, team")])
+                .len(),
+            1,
+            "per pool"
         );
     }
 

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
 use futures::channel::mpsc;
-use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
 use kube::core::ApiResource;
 use kube::runtime::reflector::{self, ObjectRef};
@@ -24,15 +25,19 @@ use crate::pipeline::index::ObjectKey;
 use crate::pipeline::runner;
 
 /// Every kind the NovaCompute steps read or the controller watches: the Nova (whole, small),
-/// the contract Secret and the owned ConfigMaps and DaemonSet (content on demand), the VPA,
-/// and Node metadata, watched only for label changes and only on a cluster-wide install (a
-/// cluster-scoped kind is never watched under `--namespace`; the steps read Nodes live).
+/// the contract Secret and the owned ConfigMaps and DaemonSet (content on demand), the Nova's
+/// `<nova>-discover-hosts` Job and its API Deployment the Services step reads for it (content
+/// on demand, as the Nova controller registers them), the VPA, and Node metadata, watched only
+/// for label changes and only on a cluster-wide install (a cluster-scoped kind is never watched
+/// under `--namespace`; the steps read Nodes live).
 pub fn kinds() -> Vec<KindSpec> {
     vec![
         KindSpec::of::<Nova>(Caching::Full),
         KindSpec::of::<Secret>(Caching::OnDemand),
         KindSpec::of::<ConfigMap>(Caching::OnDemand),
         KindSpec::of::<DaemonSet>(Caching::OnDemand),
+        KindSpec::of::<Job>(Caching::OnDemand),
+        KindSpec::of::<Deployment>(Caching::OnDemand),
         KindSpec::external(kinds::vertical_pod_autoscaler(), Caching::Full),
         KindSpec::of::<Node>(Caching::Metadata).cluster_scoped(),
     ]
@@ -366,5 +371,28 @@ mod tests {
             s.installed_release = Some("2026.2".into());
         }
         assert_ne!(nova_view(&nova), view);
+    }
+
+    #[test]
+    fn the_discovery_glue_reads_its_job_and_deployment_as_the_nova_controller_caches_them() {
+        let caching = |specs: Vec<KindSpec>, kind: ApiResource| {
+            specs
+                .into_iter()
+                .find(|s| s.resource == kind)
+                .map(|s| (s.caching, s.cluster_scoped))
+        };
+        for kind in [
+            ApiResource::erase::<Job>(&()),
+            ApiResource::erase::<Deployment>(&()),
+        ] {
+            let own = caching(kinds(), kind.clone());
+            assert_eq!(own, Some((Caching::OnDemand, false)), "{}", kind.kind);
+            assert_eq!(
+                own,
+                caching(crate::nova::controller::kinds(), kind.clone()),
+                "{}: both controllers register it alike",
+                kind.kind
+            );
+        }
     }
 }

@@ -12,6 +12,7 @@ use kube::runtime::watcher;
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::{Nova, NovaCompute};
 
+use super::aggregates::KeptAggregates;
 use crate::pipeline::index::{ObjectKey, ReferenceIndex};
 
 /// What one pool references by name: its Nova and the Nova's compute contract Secret.
@@ -33,10 +34,12 @@ pub fn nova_key(namespace: &str, name: &str) -> ObjectKey {
     ObjectKey::new(&ApiResource::erase::<Nova>(&()), namespace, name)
 }
 
-/// The pools by what they reference, and the pools as the watch last saw them.
+/// The pools by what they reference, the pools as the watch last saw them, and the aggregates
+/// each pool last reported kept.
 pub struct Pools {
     index: ReferenceIndex<NovaCompute>,
     store: Option<Store<NovaCompute>>,
+    kept: KeptAggregates,
 }
 
 impl Default for Pools {
@@ -45,6 +48,7 @@ impl Default for Pools {
         Self {
             index: ReferenceIndex::new(references),
             store: None,
+            kept: KeptAggregates::default(),
         }
     }
 }
@@ -61,6 +65,15 @@ impl Pools {
     /// Follows one event of the pool watch.
     pub fn follow(&self, event: &watcher::Event<NovaCompute>) {
         self.index.apply(event);
+        if let watcher::Event::Delete(pool) = event {
+            self.kept
+                .forget(&(pool.namespace().unwrap_or_default(), pool.name_any()));
+        }
+    }
+
+    /// The `AggregateKept` notes each pool last reported.
+    pub fn kept_aggregates(&self) -> &KeptAggregates {
+        &self.kept
     }
 
     /// The pools referencing `key` (a Nova, or its contract Secret).
