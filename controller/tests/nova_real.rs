@@ -64,6 +64,16 @@ fn real_nova(ns: &str, image: &str) -> Nova {
     nova
 }
 
+/// `nova` with network isolation on: the policies are rendered and reported, but the node's
+/// CNI bridge does not enforce NetworkPolicies, so they change no traffic here.
+fn isolated(mut nova: Nova) -> Nova {
+    let mut spec = serde_json::to_value(&nova.spec).expect("spec");
+    spec["networkPolicy"] =
+        json!({"ingress": [{"namespaceSelector": {"matchLabels": {"team": "edge"}}}]});
+    nova.spec = serde_json::from_value(spec).expect("spec");
+    nova
+}
+
 /// Every input of the sample Nova, for real where the OpenStack runs: the credential Secrets
 /// (the service user's password is Keystone's), the Ready SecretStore, the RabbitmqCluster and
 /// the Database/User/Grant objects for the simulated operators, a MariaDB cluster reported
@@ -473,7 +483,7 @@ async fn the_operators_nova_runs_for_real_and_reaches_ready() {
     let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
     let t = Instant::now();
     novas
-        .create(&PostParams::default(), &real_nova(&ns, &image))
+        .create(&PostParams::default(), &isolated(real_nova(&ns, &image)))
         .await
         .expect("create Nova");
 
@@ -509,6 +519,18 @@ async fn the_operators_nova_runs_for_real_and_reaches_ready() {
     // The five workloads run as real pods, and the Nova reaches Ready through the real probe.
     let nova = wait_nova(&client, &ns, "Ready=True", |n| holds(n, "Ready", "True")).await;
     assert_eq!(reason(&nova, "NovaAPIReady"), Some("APIHealthy"));
+    assert_eq!(
+        reason(&nova, "NetworkPolicyReady"),
+        Some("NetworkPolicyReady")
+    );
+    let policies: Api<k8s_openapi::api::networking::v1::NetworkPolicy> =
+        Api::namespaced(client.clone(), &ns);
+    for policy in ["nova", "nova-novncproxy"] {
+        assert!(
+            policies.get_opt(policy).await.expect("get").is_some(),
+            "NetworkPolicy {policy} (rendered; the node does not enforce it)"
+        );
+    }
     assert_eq!(
         metrics.nova_ready.with_label_values(&["nova", &ns]).get(),
         1
