@@ -261,6 +261,22 @@ async fn from_nothing_to_every_workload_then_rotation_autoscaling_and_the_proxy_
         Some(4),
         "the operator left the count to the HPA"
     );
+    let api = deployments.get("nova").await.expect("api");
+    let applied = api
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .find(|e| {
+            e.manager.as_deref() == Some("cobaltcore-operator")
+                && e.operation.as_deref() == Some("Apply")
+        })
+        .and_then(|e| e.fields_v1.clone())
+        .expect("the operator's apply entry");
+    assert!(
+        applied.0["f:spec"]["f:replicas"].is_null(),
+        "the operator's apply does not own the autoscaled count, so no pass can write it back"
+    );
 
     // Switching the proxy off removes its Deployment, Service, route and policy.
     let patch = json!({"spec": {"consoleProxy": {"enabled": false}}});

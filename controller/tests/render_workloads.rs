@@ -8,7 +8,7 @@ use nova_api::defaults::default_nova;
 use nova_api::v1alpha1::NovaSpec;
 use nova_controller::render::pod::{Digests, PodInputs, Role};
 use nova_controller::render::render_config;
-use nova_controller::render::workloads::{api_pdb, deployment, service};
+use nova_controller::render::workloads::{LiveReplicas, api_pdb, deployment, service};
 use render_support::{assert_golden, example, full};
 use serde::Serialize;
 
@@ -53,7 +53,7 @@ fn workloads(name: &str, namespace: &str, spec: &NovaSpec) -> Vec<(String, Strin
         let object = role.deployment_name(name).expect("a workload");
         files.push((
             format!("deployment-{object}.yaml"),
-            yaml(&deployment(&inputs, role, None)),
+            yaml(&deployment(&inputs, role, LiveReplicas::Absent)),
         ));
         if let Some(svc) = service(name, role) {
             files.push((format!("service-{object}.yaml"), yaml(&svc)));

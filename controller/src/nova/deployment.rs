@@ -248,19 +248,34 @@ mod tests {
     }
 
     #[test]
-    fn an_autoscaled_api_keeps_the_live_replica_count() {
+    fn an_autoscaled_api_leaves_the_replica_count_to_the_hpa() {
         let mut nova = example();
         nova.spec.autoscaling = Some(nova_api::v1alpha1::AutoscalingSpec {
             max_replicas: 5,
             target_cpu_utilization: Some(70),
             ..Default::default()
         });
-        let mut observed = all_converged(&nova);
-        if let Some((_, api)) = observed.rollouts.iter_mut().find(|(r, _)| *r == Role::Api) {
-            api.desired = 4;
-        }
-        let plan = plan(&nova, &observed, &resolved());
-        assert_eq!(body(&plan, 0)["spec"]["replicas"], 4);
+        let with_api = |owned: bool, desired: i32| {
+            let mut observed = all_converged(&nova);
+            if let Some((_, api)) = observed.rollouts.iter_mut().find(|(r, _)| *r == Role::Api) {
+                api.desired = desired;
+                api.replicas_owned = owned;
+            }
+            body(&plan(&nova, &observed, &resolved()), 0)["spec"]["replicas"].clone()
+        };
+        assert_eq!(
+            with_api(true, 4),
+            4,
+            "autoscaling just switched on: the operator's own count is written back"
+        );
+        assert!(
+            with_api(false, 4).is_null(),
+            "the HPA owns the count: the apply leaves it out, whatever the cache says"
+        );
+        assert!(
+            with_api(true, 1).is_null(),
+            "a created 1 is released at once: the server's default keeps it"
+        );
         let fresh = super::plan(&nova, &Observed::default(), &resolved());
         assert_eq!(
             body(&fresh, 0)["spec"]["replicas"],

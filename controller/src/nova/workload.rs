@@ -12,10 +12,10 @@ use nova_api::v1alpha1::{Nova, UpgradePhase};
 
 use super::resolved::Resolved;
 use super::{NovaPass, NovaPlan};
-use crate::clusters::{Child, ClusterExt};
+use crate::clusters::{Child, ClusterExt, FIELD_MANAGER};
 use crate::pipeline::{Plan, REQUEUE_DEPLOYMENT_POLLING, StepError, StepFuture, Waiting};
 use crate::render::pod::{PodInputs, Role};
-use crate::render::workloads;
+use crate::render::workloads::{self, LiveReplicas};
 
 /// The rollout state of a live Deployment, the few fields the verdicts read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -26,6 +26,8 @@ pub struct Rollout {
     pub observed_generation: i64,
     /// spec.replicas.
     pub desired: i32,
+    /// This operator's apply owns spec.replicas (an HPA's scale takes the field over).
+    pub replicas_owned: bool,
     /// status.replicas.
     pub replicas: i32,
     /// status.readyReplicas.
@@ -47,6 +49,7 @@ impl Rollout {
             generation: deployment.metadata.generation.unwrap_or_default(),
             observed_generation: status.observed_generation.unwrap_or_default(),
             desired: spec.and_then(|s| s.replicas).unwrap_or(1),
+            replicas_owned: owns_replicas(deployment),
             replicas: status.replicas.unwrap_or_default(),
             ready: status.ready_replicas.unwrap_or_default(),
             updated: status.updated_replicas.unwrap_or_default(),
@@ -64,6 +67,15 @@ impl Rollout {
                         .collect()
                 })
                 .unwrap_or_default(),
+        }
+    }
+
+    /// How an autoscaled apply treats the live count.
+    fn live_replicas(&self) -> LiveReplicas {
+        if self.replicas_owned {
+            LiveReplicas::Owned(self.desired)
+        } else {
+            LiveReplicas::Released
         }
     }
 
@@ -207,6 +219,22 @@ pub fn run(pass: &NovaPass, step: WorkloadStep) -> StepFuture<'_, Nova> {
     })
 }
 
+/// Whether this operator's `Apply` entry in `deployment`'s managedFields lists spec.replicas.
+fn owns_replicas(deployment: &Deployment) -> bool {
+    deployment
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|entry| {
+            entry.manager.as_deref() == Some(FIELD_MANAGER)
+                && entry.operation.as_deref() == Some("Apply")
+                && entry.subresource.as_deref().unwrap_or_default().is_empty()
+        })
+        .filter_map(|entry| entry.fields_v1.as_ref())
+        .any(|fields| !fields.0["f:spec"]["f:replicas"].is_null())
+}
+
 /// The plan of a workload step without a Service: apply the Deployment, then the verdict.
 pub fn plan_deployment(
     step: WorkloadStep,
@@ -219,7 +247,7 @@ pub fn plan_deployment(
         Ok(inputs) => inputs,
         Err(error) => return Plan::fail(error),
     };
-    let live = rollout.map(|r| r.desired);
+    let live = rollout.map_or(LiveReplicas::Absent, Rollout::live_replicas);
     let plan = Plan::proceed().apply(Child::new(&workloads::deployment(&inputs, step.role, live)));
     verdict(step, nova, plan, rollout)
 }
@@ -250,6 +278,7 @@ pub(crate) mod tests {
             generation: 1,
             observed_generation: 1,
             desired: n,
+            replicas_owned: true,
             replicas: n,
             ready: n,
             updated: n,
@@ -385,6 +414,7 @@ pub(crate) mod tests {
             generation: 2,
             observed_generation: 2,
             desired: 2,
+            replicas_owned: true,
             replicas: 2,
             ready: 2,
             updated: 2,

@@ -275,14 +275,41 @@ pub fn autoscaled(spec: &NovaSpec, role: Role) -> bool {
     role == Role::Api && spec.autoscaling.is_some()
 }
 
-/// The Deployment of a long-running role. While an HPA owns the API's count, the live count is
-/// written back (1 on create), so the apply never fights the autoscaler.
-pub fn deployment(inputs: &PodInputs<'_>, role: Role, live_replicas: Option<i32>) -> Deployment {
+/// The live Deployment's replica count, as an autoscaled apply must treat it
+/// (`common-types.md`: "spec.replicas is left unmanaged" while an HPA owns the count).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LiveReplicas {
+    /// No Deployment yet: it is created with 1 and the HPA scales it.
+    Absent,
+    /// The operator still owns `spec.replicas` with this count (autoscaling was just switched
+    /// on): it is written back, so the apply changes nothing, until the HPA's first scale takes
+    /// the field over.
+    Owned(i32),
+    /// Another manager (the HPA) owns the count, or the operator owns a 1 the server's default
+    /// restores anyway: the field is left out of the apply, so no pass, not even one whose
+    /// cache has not yet seen the HPA's latest scale, writes an old count back.
+    Released,
+}
+
+impl LiveReplicas {
+    /// The count the apply writes, if any.
+    fn written(self) -> Option<i32> {
+        match self {
+            Self::Absent => Some(1),
+            Self::Owned(count) if count != 1 => Some(count),
+            Self::Owned(_) | Self::Released => None,
+        }
+    }
+}
+
+/// The Deployment of a long-running role. While an HPA owns the API's count, the apply leaves
+/// it to the autoscaler (`LiveReplicas`).
+pub fn deployment(inputs: &PodInputs<'_>, role: Role, live: LiveReplicas) -> Deployment {
     let spec = inputs.spec;
     let replicas = if autoscaled(spec, role) {
-        live_replicas.unwrap_or(1)
+        live.written()
     } else {
-        role.replicas(spec)
+        Some(role.replicas(spec))
     };
     Deployment {
         metadata: ObjectMeta {
@@ -290,7 +317,7 @@ pub fn deployment(inputs: &PodInputs<'_>, role: Role, live_replicas: Option<i32>
             ..Default::default()
         },
         spec: Some(K8sDeploymentSpec {
-            replicas: Some(replicas),
+            replicas,
             selector: LabelSelector {
                 match_labels: Some(selector(inputs.name, role)),
                 ..Default::default()
