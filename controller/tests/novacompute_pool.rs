@@ -1,11 +1,13 @@
 //! The NovaCompute controller against the real API server, with kwok nodes carrying zone
 //! labels as the pool's nodes (kwok plays their DaemonSet pods: they become Ready, no container
-//! runs). In order: a waiting pool and a converged pool cost no write and no read beyond the
-//! one live Node list a pass makes; a pool comes up (ledger, ConfigMap, DaemonSet with its
-//! affinity, ready pods, installed image); a relabelled node leaves and keeps its pod; two
-//! pools selecting the same node give exactly one Conflict; a deleting pool releases its
-//! finalizer once it holds no node, keeps every draining node's pod until then, and reaps the
-//! contract mirror once no other pool of the Nova is left.
+//! runs). No OpenStack runs here: the Nova's Keystone is a loopback port nothing listens on,
+//! so every pass that reaches the Aggregates row reports `ComputeAPIError` and ends there (the
+//! Services and Traits rows, and the teardown, are driven against the real services in
+//! `openstack_client`). In order: a waiting pool and a converged pool cost no write and no read
+//! beyond the one live Node list a pass makes; a pool comes up (ledger, ConfigMap, DaemonSet
+//! with its affinity, ready pods, installed image); a relabelled node leaves and keeps its pod;
+//! two pools selecting the same node give exactly one Conflict; a deleting pool keeps its
+//! finalizer while its OpenStack calls fail, and every draining node's pod.
 //!
 //! One test on its own control plane: the controller runs cluster-wide (the Node label watch
 //! exists only there), and the request counters must see no other test's passes.
@@ -15,20 +17,19 @@ mod nova_support;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::{NodePhase, Nova, NovaCompute};
-use nova_controller::clusters::{LocalCluster, Registry};
+use nova_controller::clusters::Registry;
 use nova_controller::metrics::Metrics;
-use nova_controller::{nova as nova_kind, novacompute};
 use nova_support::{
-    READ_VERBS, WRITE_VERBS, example, put_secret, requests, touch_five_times, writes,
+    POOL_LABEL, READ_VERBS, WRITE_VERBS, create_zoned_node, provide_pool_nova, requests,
+    start_novacompute, touch_five_times, writes,
 };
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(90);
-const POOL_LABEL: &str = "test.nova.c5c3.io/pool";
 
 fn pool(ns: &str, name: &str, nova: &str, selector: Value) -> NovaCompute {
     serde_json::from_value(json!({
@@ -45,27 +46,6 @@ fn pool(ns: &str, name: &str, nova: &str, selector: Value) -> NovaCompute {
     .expect("pool")
 }
 
-/// A kwok node with the pool label and a zone.
-async fn create_node(nodes: &Api<Node>, name: &str, pool: &str, zone: &str) {
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {
-            "name": name,
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
-            "labels": {"kubernetes.io/hostname": name, "type": "kwok", POOL_LABEL: pool,
-                       "topology.kubernetes.io/zone": zone}
-        },
-        "status": {
-            "allocatable": {"cpu": "1k", "memory": "4Ti", "pods": "1000"},
-            "capacity": {"cpu": "1k", "memory": "4Ti", "pods": "1000"}
-        }
-    }))
-    .expect("node");
-    nodes
-        .create(&PostParams::default(), &node)
-        .await
-        .expect("create node");
-}
-
 async fn label_node(nodes: &Api<Node>, name: &str, labels: Value) {
     nodes
         .patch(
@@ -77,76 +57,13 @@ async fn label_node(nodes: &Api<Node>, name: &str, labels: Value) {
         .expect("label node");
 }
 
-/// The Nova every pool joins, with the status a converged Nova publishes (no Nova controller
-/// runs here), its service-user Secret and its compute contract mirrored into the namespace.
-async fn provide_nova(client: &Client, ns: &str) {
-    let novas: Api<Nova> = Api::namespaced(client.clone(), ns);
-    novas
-        .create(&PostParams::default(), &example(ns))
-        .await
-        .expect("create Nova");
-    novas
-        .patch_status(
-            "nova",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "installedRelease": "2026.1",
-                "computeConfigSecretRef": {"name": "nova-compute-config"}
-            }})),
-        )
-        .await
-        .expect("Nova status");
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    put_secret(&secrets, "nova-keystone", &[("password", "service-Pa55")]).await;
-    put_secret(
-        &secrets,
-        "nova-compute-config",
-        &[
-            ("nova-compute.conf", "[DEFAULT]\n"),
-            ("transport_url", "rabbit://u:p@rabbit:5672/"),
-            ("password", "service-Pa55"),
-        ],
-    )
-    .await;
-    put_secret(
-        &secrets,
-        "nova-hypervisor-operator-auth",
-        &[("password", "x")],
-    )
-    .await;
-    let mirror =
-        json!({"metadata": {"labels": {"nova.openstack.c5c3.io/compute-config-mirror": "true"}}});
-    secrets
-        .patch(
-            "nova-compute-config",
-            &PatchParams::default(),
-            &Patch::Merge(mirror),
-        )
-        .await
-        .expect("mirror label");
-}
-
-/// Starts both controllers' kinds and the NovaCompute controller, cluster-wide.
-async fn start_controller(client: Client) -> Metrics {
-    let metrics = Metrics::new().expect("metrics");
-    let registry = Registry::default()
-        .register(nova_kind::controller::kinds())
-        .register(novacompute::controller::kinds());
-    let cluster = LocalCluster::start(client.clone(), None, registry).await;
-    cluster.synced().await;
-    let options = novacompute::controller::Options {
-        scope: None,
-        concurrency: 2,
-        instance: None,
-    };
-    tokio::spawn(novacompute::controller::run(
-        client,
-        metrics.clone(),
-        cluster,
-        options,
-        futures::future::pending(),
-    ));
-    metrics
+/// A Keystone URL on a loopback port nothing listens on: no OpenStack runs in this suite, so
+/// every Aggregates pass fails its login at once, without traffic leaving the machine.
+fn unreachable_keystone() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}/v3")
 }
 
 fn passes(metrics: &Metrics) -> u64 {
@@ -326,6 +243,29 @@ async fn remove_finalizers(pools: &Api<NovaCompute>, name: &str) {
         .expect("drop finalizers");
 }
 
+/// Deletes a pool whose Aggregates call fails: the failed call holds the drain finalizer
+/// (`novacompute.md` §4.6); then the manual escape, the finalizer removed by hand.
+async fn deletion_held(pools: &Api<NovaCompute>, name: &str) {
+    pools
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_until(pools, name, "deleting", |p| {
+        p.metadata.deletion_timestamp.is_some()
+    })
+    .await;
+    wait_for(pools, name, "AggregatesReady", "ComputeAPIError").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let held = pools.get_opt(name).await.expect("get").expect("held");
+    assert!(
+        held.finalizers()
+            .contains(&"nova.openstack.c5c3.io/compute-drain".to_owned()),
+        "{name}: the drain finalizer holds"
+    );
+    remove_finalizers(pools, name).await;
+    wait_gone(pools, name).await;
+}
+
 async fn wait_gone(pools: &Api<NovaCompute>, name: &str) {
     let deadline = Instant::now() + WAIT;
     while pools.get_opt(name).await.expect("pool").is_some() {
@@ -341,10 +281,10 @@ async fn node_pools_on_kwok_nodes() {
     let ns = cp.namespace("pools").await.expect("namespace");
     let nodes: Api<Node> = Api::all(client.clone());
     let pools: Api<NovaCompute> = Api::namespaced(client.clone(), &ns);
-    provide_nova(&client, &ns).await;
-    create_node(&nodes, "pool-node-1", "a", "az1").await;
-    create_node(&nodes, "pool-node-2", "a", "az2").await;
-    let metrics = start_controller(client.clone()).await;
+    provide_pool_nova(&client, &ns, &unreachable_keystone(), "service-Pa55").await;
+    create_zoned_node(&nodes, "pool-node-1", "a", "az1").await;
+    create_zoned_node(&nodes, "pool-node-2", "a", "az2").await;
+    let metrics = start_novacompute(client.clone(), Registry::default()).await;
 
     // Waiting: a pool of a Nova that does not exist costs nothing.
     pools
@@ -425,6 +365,11 @@ async fn node_pools_on_kwok_nodes() {
         let (s, r, _) = condition(&pools, "pool-a", type_).await.expect(type_);
         assert_eq!((s.as_str(), r.as_str()), ("True", reason), "{type_}");
     }
+    let message = wait_for(&pools, "pool-a", "AggregatesReady", "ComputeAPIError").await;
+    assert!(
+        message.starts_with("authenticating: "),
+        "the unreachable Keystone: {message}"
+    );
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let listed = config_maps
         .list(&ListParams::default().labels("cobaltcore.c5c3.io/config-base=pool-a-config"))
@@ -586,27 +531,10 @@ async fn node_pools_on_kwok_nodes() {
         message.starts_with("refusing to adopt pre-existing ConfigMap"),
         "{message}"
     );
-    pools
-        .delete("pool-f", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&pools, "pool-f").await;
+    deletion_held(&pools, "pool-f").await;
 
-    // Deleting the pool that holds only a conflict releases its finalizer; the mirror stays,
-    // pool-a still uses it.
-    pools
-        .delete("pool-b", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&pools, "pool-b").await;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    assert!(
-        secrets
-            .get_opt("nova-compute-config")
-            .await
-            .expect("get")
-            .is_some()
-    );
+    // The pool that holds only a conflict: its finalizer holds while Keystone is unreachable.
+    deletion_held(&pools, "pool-b").await;
 
     // Deleting pool-a drains both nodes: the finalizer holds and every pod stays.
     pools
@@ -648,36 +576,6 @@ async fn node_pools_on_kwok_nodes() {
     remove_finalizers(&pools, "pool-a").await;
     wait_gone(&pools, "pool-a").await;
 
-    // The last pool of the Nova reaps the labelled mirror, and only that one.
-    pools
-        .create(
-            &PostParams::default(),
-            &pool(&ns, "pool-c", "nova", json!({POOL_LABEL: "none"})),
-        )
-        .await
-        .expect("create");
-    wait_for(&pools, "pool-c", "NodesReady", "NoMatchingNodes").await;
-    pools
-        .delete("pool-c", &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&pools, "pool-c").await;
-    assert!(
-        secrets
-            .get_opt("nova-compute-config")
-            .await
-            .expect("get")
-            .is_none(),
-        "the mirror is reaped"
-    );
-    assert!(
-        secrets
-            .get_opt("nova-hypervisor-operator-auth")
-            .await
-            .expect("get")
-            .is_some(),
-        "an unlabelled Secret is never reaped"
-    );
     for name in ["pool-node-1", "pool-node-2"] {
         let _ = nodes.delete(name, &DeleteParams::default()).await;
     }

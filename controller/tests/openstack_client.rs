@@ -17,6 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
+use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use nova_api::conditions::Reason;
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
@@ -35,6 +37,10 @@ use nova_test_harness::openstack::{self, KEYSTONE, OpenStack, PLACEMENT, Ports, 
 use nova_test_harness::{ControlPlane, http, pods, shared_real_node};
 use serde_json::json;
 
+mod nova_support;
+
+use nova_support::{POOL_LABEL, create_zoned_node, provide_pool_nova, start_novacompute};
+
 const RELEASE: &str = "2026.1";
 const HOST: &str = "proof-compute-0";
 
@@ -42,7 +48,20 @@ const HOST: &str = "proof-compute-0";
 /// Keystone, Placement and nova-api (the controller runs outside the cluster here).
 async fn handle(cp: &ControlPlane, os: &OpenStack, ns: &str) -> Result<Arc<LocalCluster>> {
     let kube = cp.client()?;
-    let routes = BTreeMap::from([
+    let registry = Registry::default().route_services(routes(cp, os, ns).await?);
+    Ok(LocalCluster::start(kube, None, registry).await)
+}
+
+/// The cluster-local Service addresses of Keystone, Placement and nova-api (under both its
+/// proof name and the Nova's API Service name `nova`), routed to their pods.
+async fn routes(
+    cp: &ControlPlane,
+    os: &OpenStack,
+    ns: &str,
+) -> Result<BTreeMap<String, std::net::SocketAddr>> {
+    let kube = cp.client()?;
+    let api = api_address(&kube, ns).await?;
+    Ok(BTreeMap::from([
         (
             format!(
                 "{KEYSTONE}.{}.svc.cluster.local:{}",
@@ -59,13 +78,9 @@ async fn handle(cp: &ControlPlane, os: &OpenStack, ns: &str) -> Result<Arc<Local
             ),
             os.endpoint(PLACEMENT, Ports::PLACEMENT).await?,
         ),
-        (
-            format!("nova-api.{ns}.svc.cluster.local:8774"),
-            api_address(&kube, ns).await?,
-        ),
-    ]);
-    let registry = Registry::default().route_services(routes);
-    Ok(LocalCluster::start(kube, None, registry).await)
+        (format!("nova-api.{ns}.svc.cluster.local:8774"), api),
+        (format!("nova.{ns}.svc.cluster.local:8774"), api),
+    ]))
 }
 
 /// The client of one pass as the NovaCompute steps build it, over the handle's transport: user
@@ -222,18 +237,142 @@ async fn aggregates_step(client: &Client, ns: &str) -> Result<()> {
             ],
         "{events:?}"
     );
-    let names: Vec<String> = client
-        .aggregates()
-        .await?
-        .into_iter()
-        .map(|a| a.name)
-        .collect();
+    let names = aggregate_names(client).await?;
     ensure!(
         names == [z2.clone()],
         "only the aggregate with foreign metadata stays: {names:?}"
     );
     ensure!(aggregates::report(&assessment, &outcome).requeue.is_none());
     client.delete_aggregate(z2_id).await?;
+    Ok(())
+}
+
+/// The names of the aggregates in the real Nova.
+async fn aggregate_names(client: &Client) -> Result<Vec<String>> {
+    Ok(client
+        .aggregates()
+        .await?
+        .into_iter()
+        .map(|a| a.name)
+        .collect())
+}
+
+/// The condition `type_` of pool `name`, once its reason is `reason`.
+async fn pool_reason(
+    pools: &Api<NovaCompute>,
+    name: &str,
+    type_: &str,
+    reason: &str,
+) -> Result<String> {
+    eventually(&format!("{name} {type_}={reason}"), || async {
+        let pool = pools.get(name).await?;
+        Ok(pool.status.and_then(|s| {
+            s.conditions
+                .into_iter()
+                .find(|c| c.type_ == type_ && c.reason == reason)
+                .map(|c| c.message)
+        }))
+    })
+    .await
+}
+
+/// The NovaCompute controller with its OpenStack rows, on a handle routed to the real services:
+/// a pool on a kwok node gets its zone aggregate and tenant_filter_tests in the real Nova,
+/// marked; a second pool of the Nova that selects no node is deleted and released (the mirror
+/// stays: the first pool uses it); deleting the first pool releases its node (no server on it,
+/// so it leaves Draining at once), its pod goes, then the pass that begins with no node held
+/// deletes both aggregates, reaps the labelled contract mirror (never the unlabelled Secret)
+/// and releases the finalizer.
+async fn pools_through_the_controller(
+    cp: &ControlPlane,
+    os: &OpenStack,
+    client: &Client,
+    ns: &str,
+) -> Result<()> {
+    let kube = cp.client()?;
+    let zone = format!("pz-{ns}");
+    let node_name = format!("pool-node-{ns}");
+    let nodes: Api<Node> = Api::all(kube.clone());
+    create_zoned_node(&nodes, &node_name, ns, &zone).await;
+    provide_pool_nova(&kube, ns, &keystone_url(), os.nova_password()).await;
+    let secrets: Api<Secret> = Api::namespaced(kube.clone(), ns);
+    start_novacompute(
+        kube.clone(),
+        Registry::default().route_services(routes(cp, os, ns).await?),
+    )
+    .await;
+
+    let pools: Api<NovaCompute> = Api::namespaced(kube.clone(), ns);
+    let pool = |name: &str, value: &str| -> Result<NovaCompute> {
+        Ok(serde_json::from_value(json!({
+            "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
+            "kind": "NovaCompute",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"novaRef": {"name": "nova"}, "nodeSelector": {POOL_LABEL: value}}
+        }))?)
+    };
+    pools
+        .create(&PostParams::default(), &pool("pool-a", ns)?)
+        .await?;
+    let message = pool_reason(&pools, "pool-a", "AggregatesReady", "AggregatesEnsured").await?;
+    ensure!(
+        message == format!("Host aggregates in place: {zone}, tenant_filter_tests")
+            || message == format!("Host aggregates in place: tenant_filter_tests, {zone}"),
+        "{message}"
+    );
+    let marker = format!("{ns}/nova");
+    let listed = client.aggregates().await?;
+    for name in [zone.as_str(), "tenant_filter_tests"] {
+        let a = listed
+            .iter()
+            .find(|a| a.name == name)
+            .with_context(|| format!("{name} in Nova"))?;
+        ensure!(
+            a.metadata.get(aggregates::MARKER_KEY) == Some(&marker),
+            "{a:?}"
+        );
+    }
+
+    pools
+        .create(&PostParams::default(), &pool("pool-none", "none")?)
+        .await?;
+    pool_reason(&pools, "pool-none", "NodesReady", "NoMatchingNodes").await?;
+    pools.delete("pool-none", &DeleteParams::default()).await?;
+    eventually("pool-none released", || async {
+        Ok(pools.get_opt("pool-none").await?.is_none().then_some(()))
+    })
+    .await?;
+    ensure!(
+        secrets.get_opt("nova-compute-config").await?.is_some(),
+        "pool-a still uses the mirror"
+    );
+    ensure!(
+        client.aggregates().await?.len() == 2,
+        "pool-a still needs both aggregates"
+    );
+
+    pools.delete("pool-a", &DeleteParams::default()).await?;
+    eventually("pool-a released", || async {
+        Ok(pools.get_opt("pool-a").await?.is_none().then_some(()))
+    })
+    .await?;
+    let left = aggregate_names(client).await?;
+    ensure!(
+        left.is_empty(),
+        "the aggregates went with the last pool: {left:?}"
+    );
+    ensure!(
+        secrets.get_opt("nova-compute-config").await?.is_none(),
+        "the mirror is reaped"
+    );
+    ensure!(
+        secrets
+            .get_opt("nova-hypervisor-operator-auth")
+            .await?
+            .is_some(),
+        "an unlabelled Secret is never reaped"
+    );
+    nodes.delete(&node_name, &DeleteParams::default()).await?;
     Ok(())
 }
 
@@ -539,6 +678,7 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
 
     aggregates_step(&client, &ns).await?;
     traits_step(cp, os, &cluster, &client, &ns).await?;
+    pools_through_the_controller(cp, os, &client, &ns).await?;
 
     // Traits: create, exist, 409 while a resource provider carries it, delete, gone.
     let name = format!(

@@ -54,35 +54,42 @@ const NODES: Stage<NovaCompute> = seq("Nodes", C::NodesReady, nodes::run);
 const POOL_CONFIG: Stage<NovaCompute> = seq("PoolConfig", C::ConfigReady, pool_config::run);
 const DAEMON_SET: Stage<NovaCompute> = seq("DaemonSet", C::DaemonSetReady, daemonset::run);
 const COMPUTE_VPA: Stage<NovaCompute> = seq("ComputeVPA", C::VPAReady, compute_vpa::run);
+const AGGREGATES: Stage<NovaCompute> = seq("Aggregates", C::AggregatesReady, aggregates::run);
+const SERVICES: Stage<NovaCompute> = seq("Services", C::ServicesReady, services::run);
+const TRAITS: Stage<NovaCompute> = seq("Traits", C::TraitsReady, traits::run);
 const TEARDOWN: Stage<NovaCompute> = seq("Teardown", C::NovaReady, teardown::run);
 
-/// The pipeline of a live pool, in call order. Each row names a file beside this one.
-// The OpenStack side follows ComputeVPA, in this order: Aggregates (AggregatesReady), Services
-// (ServicesReady, which hands its poll to Traits) and Traits (TraitsReady). Each runs through
-// `nova_side`, so a deleting pool whose Nova is gone skips it; the siblings come from the Nodes
-// step's `NodeSets`, or from `pass.shared.siblings(..)` on a pass that skipped it.
-pub static PIPELINE: [Stage<NovaCompute>; 5] =
-    [NOVA_REF, NODES, POOL_CONFIG, DAEMON_SET, COMPUTE_VPA];
+/// The rows of a live pool, in call order, then `$tail`. Each row names a file beside this
+/// one. The OpenStack rows run through `nova_side`; Services hands its poll to Traits.
+macro_rules! live_rows {
+    ($($tail:expr),*) => {
+        [
+            NOVA_REF,
+            NODES,
+            POOL_CONFIG,
+            DAEMON_SET,
+            COMPUTE_VPA,
+            AGGREGATES,
+            SERVICES,
+            TRAITS,
+            $($tail),*
+        ]
+    };
+}
+
+/// The pipeline of a live pool.
+pub static PIPELINE: [Stage<NovaCompute>; 8] = live_rows!();
 
 /// A deleting pool that still holds a node: the whole pipeline with every held node leaving
 /// (the Draining pods stay through their held terms), then the teardown, which keeps the
 /// finalizers on such a pass.
-// Aggregates, Services and Traits go between ComputeVPA and Teardown, as in the pipeline.
-pub static DRAIN: [Stage<NovaCompute>; 6] = [
-    NOVA_REF,
-    NODES,
-    POOL_CONFIG,
-    DAEMON_SET,
-    COMPUTE_VPA,
-    TEARDOWN,
-];
+pub static DRAIN: [Stage<NovaCompute>; 9] = live_rows!(TEARDOWN);
 
 /// A deleting pool whose ledger is empty: only the Nova side that cleans up behind the last
-/// node, so a pass from a stale copy cannot recreate swept children; the teardown releases the
-/// finalizers when every step before it went on.
-// Aggregates and Traits go between NovaRef and Teardown: a failed call there requeues and so
-// holds the finalizer, and Traits ends the pass while a created trait is left.
-pub static REAP: [Stage<NovaCompute>; 2] = [NOVA_REF, TEARDOWN];
+/// node, so a pass from a stale copy cannot recreate swept children. The teardown releases the
+/// finalizers only when every step before it went on: a failed call requeues and so holds
+/// them, and Traits ends the pass while a created trait is left.
+pub static REAP: [Stage<NovaCompute>; 4] = [NOVA_REF, AGGREGATES, TRAITS, TEARDOWN];
 
 /// Whether a ledger entry is held: every phase but `Conflict`.
 pub fn held(entry: &NovaComputeNodeStatus) -> bool {

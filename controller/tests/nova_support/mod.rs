@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
 use nova_controller::clusters::{LocalCluster, Registry, kinds as external};
 use nova_controller::metrics::Metrics;
-use nova_controller::nova;
+use nova_controller::{nova, novacompute};
 use serde_json::json;
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
@@ -87,6 +87,107 @@ pub async fn start_controller_probing(
         instance: None,
     };
     tokio::spawn(nova::controller::run(
+        client,
+        metrics.clone(),
+        cluster,
+        options,
+        futures::future::pending(),
+    ));
+    metrics
+}
+
+/// The label the pools of these suites select their kwok nodes by.
+pub const POOL_LABEL: &str = "test.nova.c5c3.io/pool";
+
+/// A kwok node with the pool label `pool` and a zone.
+pub async fn create_zoned_node(nodes: &Api<Node>, name: &str, pool: &str, zone: &str) {
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {
+            "name": name,
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
+            "labels": {"kubernetes.io/hostname": name, "type": "kwok", POOL_LABEL: pool,
+                       "topology.kubernetes.io/zone": zone}
+        },
+        "status": {
+            "allocatable": {"cpu": "1k", "memory": "4Ti", "pods": "1000"},
+            "capacity": {"cpu": "1k", "memory": "4Ti", "pods": "1000"}
+        }
+    }))
+    .expect("node");
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .expect("create node");
+}
+
+/// The Nova `nova` pools join, at `keystone` with its service user's `password`, with the
+/// status a converged Nova publishes (no Nova controller runs beside the pools), its
+/// service-user Secret, its compute contract mirrored (labelled) into the namespace, and an
+/// unlabelled hypervisor-operator auth Secret.
+pub async fn provide_pool_nova(client: &Client, ns: &str, keystone: &str, password: &str) {
+    let novas: Api<Nova> = Api::namespaced(client.clone(), ns);
+    let mut nova = example(ns);
+    nova.spec.keystone_endpoint = keystone.to_owned();
+    novas
+        .create(&PostParams::default(), &nova)
+        .await
+        .expect("create Nova");
+    novas
+        .patch_status(
+            "nova",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "installedRelease": "2026.1",
+                "computeConfigSecretRef": {"name": "nova-compute-config"}
+            }})),
+        )
+        .await
+        .expect("Nova status");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    put_secret(&secrets, "nova-keystone", &[("password", password)]).await;
+    put_secret(
+        &secrets,
+        "nova-compute-config",
+        &[
+            ("nova-compute.conf", "[DEFAULT]\n"),
+            ("transport_url", "rabbit://u:p@rabbit:5672/"),
+            ("password", password),
+        ],
+    )
+    .await;
+    put_secret(
+        &secrets,
+        "nova-hypervisor-operator-auth",
+        &[("password", "x")],
+    )
+    .await;
+    let mirror =
+        json!({"metadata": {"labels": {"nova.openstack.c5c3.io/compute-config-mirror": "true"}}});
+    secrets
+        .patch(
+            "nova-compute-config",
+            &PatchParams::default(),
+            &Patch::Merge(mirror),
+        )
+        .await
+        .expect("mirror label");
+}
+
+/// Starts the NovaCompute controller in-process, cluster-wide (the Node label watch exists only
+/// there), on a handle with both controllers' kinds added to `registry`, once its caches synced.
+pub async fn start_novacompute(client: Client, registry: Registry) -> Metrics {
+    let metrics = Metrics::new().expect("metrics");
+    let registry = registry
+        .register(nova::controller::kinds())
+        .register(novacompute::controller::kinds());
+    let cluster = LocalCluster::start(client.clone(), None, registry).await;
+    cluster.synced().await;
+    let options = novacompute::controller::Options {
+        scope: None,
+        concurrency: 2,
+        instance: None,
+    };
+    tokio::spawn(novacompute::controller::run(
         client,
         metrics.clone(),
         cluster,
