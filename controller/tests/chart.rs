@@ -96,7 +96,8 @@ fn granted(rules: &Value, verb: &str) -> BTreeSet<(String, String)> {
 }
 
 /// What the controller's code touches beyond the registered kinds: its own CR (status,
-/// finalizer, owner references), events, Job pods, the leader Lease.
+/// finalizer, owner references), events, Job pods, the leader Lease, the pools' Hypervisors
+/// (read live and patched by the Traits step).
 fn extra_resources() -> BTreeSet<(String, String)> {
     [
         ("nova.openstack.c5c3.io", "novas"),
@@ -108,6 +109,7 @@ fn extra_resources() -> BTreeSet<(String, String)> {
         ("events.k8s.io", "events"),
         ("", "pods"),
         ("coordination.k8s.io", "leases"),
+        ("kvm.cloud.sap", "hypervisors"),
     ]
     .into_iter()
     .map(|(g, r)| (g.to_owned(), r.to_owned()))
@@ -298,7 +300,8 @@ fn the_controller_role_covers_exactly_the_kinds_the_code_registers() {
                 && d["metadata"]["name"] == "nova-operator-controller"),
         "the namespace scope renders no ClusterRole for the controller"
     );
-    // The pools' Nodes are still read, live: get and list cluster-wide, never watch.
+    // The pools' Nodes are still read, live: get and list cluster-wide, never watch; their
+    // Hypervisors read and patched.
     let nodes = &find(&docs, "ClusterRole", "nova-operator-controller-nodes")["rules"];
     let node = (String::new(), "nodes".to_owned());
     assert!(granted(nodes, "get").contains(&node) && granted(nodes, "list").contains(&node));
@@ -306,7 +309,13 @@ fn the_controller_role_covers_exactly_the_kinds_the_code_registers() {
         !granted(nodes, "watch").contains(&node),
         "no Node informer in this scope"
     );
-    assert_eq!(every(nodes), BTreeSet::from([node]));
+    let hypervisor = ("kvm.cloud.sap".to_owned(), "hypervisors".to_owned());
+    assert!(
+        granted(nodes, "get").contains(&hypervisor)
+            && granted(nodes, "patch").contains(&hypervisor),
+        "the Traits step reads and patches the pools' Hypervisors in this scope too"
+    );
+    assert_eq!(every(nodes), BTreeSet::from([node, hypervisor]));
     let deployment = find(&docs, "Deployment", "nova-operator-controller");
     assert!(
         strings(&deployment["spec"]["template"]["spec"]["containers"][0]["args"])
