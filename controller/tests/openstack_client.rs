@@ -17,9 +17,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::api::core::v1::{Event, Node, Secret};
 use kube::Api;
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use nova_api::conditions::Reason;
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
 use nova_controller::clusters::{Cluster, LocalCluster, Registry, kinds};
@@ -39,7 +39,9 @@ use serde_json::json;
 
 mod nova_support;
 
-use nova_support::{POOL_LABEL, create_zoned_node, provide_pool_nova, start_novacompute};
+use nova_support::{
+    POOL_LABEL, create_zoned_node, provide_pool_nova, start_novacompute, touch_five_times, writes,
+};
 
 const RELEASE: &str = "2026.1";
 const HOST: &str = "proof-compute-0";
@@ -296,7 +298,7 @@ async fn pools_through_the_controller(
     create_zoned_node(&nodes, &node_name, ns, &zone).await;
     provide_pool_nova(&kube, ns, &keystone_url(), os.nova_password()).await;
     let secrets: Api<Secret> = Api::namespaced(kube.clone(), ns);
-    start_novacompute(
+    let metrics = start_novacompute(
         kube.clone(),
         Registry::default().route_services(routes(cp, os, ns).await?),
     )
@@ -320,6 +322,37 @@ async fn pools_through_the_controller(
             || message == format!("Host aggregates in place: tenant_filter_tests, {zone}"),
         "{message}"
     );
+    pool_reason(&pools, "pool-a", "DaemonSetReady", "DaemonSetReady").await?;
+
+    // Steady state with the OpenStack rows running: five passes over the unchanged pool write
+    // no status and record no event.
+    let quiet = || async {
+        let events: Api<Event> = Api::namespaced(kube.clone(), ns);
+        let on_pool = events
+            .list(&ListParams::default().fields("involvedObject.name=pool-a"))
+            .await?
+            .items
+            .iter()
+            .map(|e| e.count.unwrap_or(1))
+            .sum::<i32>();
+        Ok::<_, anyhow::Error>((writes(&kube, "novacomputes", "status").await, on_pool))
+    };
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before = quiet().await?;
+    let passes = || {
+        metrics
+            .reconcile_duration
+            .with_label_values(&["Aggregates"])
+            .get_sample_count()
+    };
+    touch_five_times(&pools, "pool-a", "pool-a", passes).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = quiet().await?;
+    ensure!(
+        before == after,
+        "a converged pool writes no status and records no event: {before:?} -> {after:?}"
+    );
+
     let marker = format!("{ns}/nova");
     let listed = client.aggregates().await?;
     for name in [zone.as_str(), "tenant_filter_tests"] {
