@@ -525,7 +525,7 @@ pub async fn render_pool(
     let metrics = Metrics::new().map_err(|e| OfflineError::Output(e.to_string()))?;
     let mut pass = Pass::new(Arc::new(pool), cluster.clone());
     let outcome = Engine::new(metrics)
-        .run(&crate::novacompute::PIPELINE, &mut pass)
+        .run(&crate::novacompute::CHILDREN, &mut pass)
         .await;
     rendered(&pass, outcome, &cluster)
 }
