@@ -479,9 +479,8 @@ pub fn read_pool(path: &Path) -> Result<NovaCompute, OfflineError> {
 }
 
 /// Runs the NovaCompute rows that build children (`novacompute::CHILDREN`) for `pool` joined to
-/// `nova`, as if the Nova had installed its
-/// release and published its contract: the ConfigMap and the DaemonSet a pool selecting no
-/// node yet would get (and its VPA when it opts in). The contract Secret comes from
+/// `nova`, as if the Nova had installed its release and published its contract: the ConfigMap
+/// and the DaemonSet a pool selecting no node yet would get (and its VPA when it opts in). The contract Secret comes from
 /// `--secrets-dir` when it is there, else it reads as marked placeholders.
 pub async fn render_pool(
     mut pool: NovaCompute,
