@@ -4,7 +4,7 @@
 
 mod nova_support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Secret};
 use kube::ResourceExt;
@@ -200,16 +200,5 @@ async fn credential_steps_wait_in_order_then_derive_quietly() {
     }
 
     // Deleting releases the finalizer once no MariaDB object of either schema is left.
-    novas
-        .delete("nova", &DeleteParams::default())
-        .await
-        .expect("delete");
-    let deadline = Instant::now() + TIMEOUT;
-    while novas.get_opt("nova").await.expect("get").is_some() {
-        assert!(
-            Instant::now() < deadline,
-            "the finalizer was never released"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    delete_until_gone(&novas).await;
 }

@@ -90,18 +90,6 @@ async fn end_held_pods(
     ended
 }
 
-/// Every event reason published on the Nova, in order.
-async fn event_reasons(client: &Client, ns: &str) -> Vec<String> {
-    let events: Api<Event> = Api::namespaced(client.clone(), ns);
-    let mut listed = events
-        .list(&ListParams::default())
-        .await
-        .expect("events")
-        .items;
-    listed.sort_by_key(|e| e.metadata.creation_timestamp.clone());
-    listed.into_iter().filter_map(|e| e.reason).collect()
-}
-
 /// Every event note, for the planted-value check.
 async fn event_notes(client: &Client, ns: &str) -> String {
     let events: Api<Event> = Api::namespaced(client.clone(), ns);

@@ -1,7 +1,8 @@
 //! The Nova lifecycle against a real API server: the target-cluster gate that creates nothing
-//! and acquires no finalizer, and the finalizer that holds a deleted Nova one more pass while a
-//! MariaDB object of its schemas is live. (Kept apart from the credential suite, whose
-//! steady-state write count must see no other test's writes.)
+//! and acquires no finalizer, the finalizer that holds a deleted Nova one more pass while a
+//! MariaDB object of its schemas is live, and the brownfield Nova whose deletion leaves alone
+//! the MariaDB objects of the same names, which are the user's. (Kept apart from the credential
+//! suite, whose steady-state write count must see no other test's writes.)
 
 mod nova_support;
 
@@ -156,4 +157,81 @@ async fn deletion_holds_the_finalizer_while_a_database_object_is_live() {
         )
         .await
         .expect("release Database");
+}
+
+/// A Nova whose schemas are brownfield (`host`) provisioned no MariaDB object, so its deletion
+/// deletes none: the Database, User and Grant objects that carry the names a managed Nova would
+/// have provisioned belong to the user and survive, and the finalizer goes at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn deleting_a_brownfield_nova_leaves_the_users_mariadb_objects() {
+    let cp = nova_test_harness::shared().await.expect("control plane");
+    let client = cp.client().expect("client");
+    let ns = cp
+        .namespace("nova-brownfield-delete")
+        .await
+        .expect("namespace");
+    provide_inputs(&client, &ns).await;
+    let kinds = nova_controller::clusters::kinds::mariadb_children();
+    let owned_by_user = ["nova-api", "nova", "nova-nova-cell0"];
+    for kind in &kinds {
+        let api = Api::<DynamicObject>::namespaced_with(client.clone(), &ns, kind);
+        for name in owned_by_user {
+            let mut spec = json!({"mariaDbRef": {"name": "openstack-mariadb"}});
+            if kind.kind == "Grant" {
+                spec["privileges"] = json!(["ALL PRIVILEGES"]);
+                spec["username"] = json!(name);
+            }
+            let object: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": "k8s.mariadb.com/v1alpha1", "kind": kind.kind,
+                "metadata": {"name": name}, "spec": spec
+            }))
+            .expect("object");
+            api.create(&PostParams::default(), &object)
+                .await
+                .expect("the user's MariaDB object");
+        }
+    }
+    start_controller(client.clone(), &ns).await;
+    let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
+    let mut nova = example(&ns);
+    for block in [&mut nova.spec.api_database, &mut nova.spec.database] {
+        block.cluster_ref = None;
+        block.host = Some("db.example.com".into());
+    }
+    novas
+        .create(&PostParams::default(), &nova)
+        .await
+        .expect("create Nova");
+    wait_for_reason(&novas, "nova", "SecretsAvailable").await;
+    assert!(
+        !novas
+            .get("nova")
+            .await
+            .expect("nova")
+            .finalizers()
+            .is_empty(),
+        "the finalizer is on"
+    );
+
+    delete_until_gone(&novas).await;
+    let reasons = event_reasons(&client, &ns).await;
+    assert!(
+        reasons.iter().any(|r| r == "DatabaseFinalized")
+            && !reasons.iter().any(|r| r == "FinalizingDatabase"),
+        "{reasons:?}"
+    );
+    for kind in &kinds {
+        let api = Api::<DynamicObject>::namespaced_with(client.clone(), &ns, kind);
+        for name in owned_by_user {
+            let object = api
+                .get(name)
+                .await
+                .expect("the user's object is still there");
+            assert!(
+                object.metadata.deletion_timestamp.is_none(),
+                "{} {name} is being deleted",
+                kind.kind
+            );
+        }
+    }
 }

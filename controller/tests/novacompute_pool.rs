@@ -58,12 +58,16 @@ async fn label_node(nodes: &Api<Node>, name: &str, labels: Value) {
 }
 
 /// A Keystone URL on a loopback port nothing listens on: no OpenStack runs in this suite, so
-/// every Aggregates pass fails its login at once, without traffic leaving the machine.
-fn unreachable_keystone() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let port = listener.local_addr().expect("address").port();
-    drop(listener);
-    format!("http://127.0.0.1:{port}/v3")
+/// every Aggregates pass fails its login at once (connection refused), without traffic leaving
+/// the machine. The returned socket holds the port bound (never listening, never accepting,
+/// without `SO_REUSEADDR`, so nothing else can bind it) for as long as the caller keeps it.
+fn unreachable_keystone() -> (tokio::net::TcpSocket, String) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("address"))
+        .expect("bind");
+    let port = socket.local_addr().expect("address").port();
+    (socket, format!("http://127.0.0.1:{port}/v3"))
 }
 
 fn passes(metrics: &Metrics) -> u64 {
@@ -281,7 +285,8 @@ async fn node_pools_on_kwok_nodes() {
     let ns = cp.namespace("pools").await.expect("namespace");
     let nodes: Api<Node> = Api::all(client.clone());
     let pools: Api<NovaCompute> = Api::namespaced(client.clone(), &ns);
-    provide_pool_nova(&client, &ns, &unreachable_keystone(), "service-Pa55").await;
+    let (_keystone_port, keystone) = unreachable_keystone();
+    provide_pool_nova(&client, &ns, &keystone, "service-Pa55").await;
     create_zoned_node(&nodes, "pool-node-1", "a", "az1").await;
     create_zoned_node(&nodes, "pool-node-2", "a", "az2").await;
     let metrics = start_novacompute(client.clone(), Registry::default()).await;

@@ -11,16 +11,23 @@ use super::{NovaPass, NovaPlan};
 use crate::clusters::kinds;
 use crate::pipeline::{Plan, REQUEUE_DATABASE_WAIT, StepError, StepFuture, observe_then_plan};
 
-/// The MariaDB object names of both schemas: `{name}-api`, `{name}`, and cell0's Database and
-/// Grant, reached through the cell key as an additional schema.
+/// The MariaDB object names of the managed schemas: `{name}-api`, `{name}`, and cell0's
+/// Database and Grant, reached through the cell key as an additional schema. A brownfield block
+/// (`host`) provisioned nothing (`common-types.md` §3.9), so objects of those names belong to
+/// someone else and are left alone; the mode is immutable, so it is the one provisioned under.
 fn mariadb_names(nova: &Nova) -> Vec<String> {
     let name = nova.name_any();
     let names = NovaNames::new(&name);
-    vec![
-        names.api_db_instance(),
-        names.cell_db_instance(),
-        names.cell0_object(&nova.spec.database.database),
-    ]
+    let spec = &nova.spec;
+    let mut keys = Vec::new();
+    if spec.api_database.cluster_ref.is_some() {
+        keys.push(names.api_db_instance());
+    }
+    if spec.database.cluster_ref.is_some() {
+        keys.push(names.cell_db_instance());
+        keys.push(names.cell0_object(&spec.database.database));
+    }
+    keys
 }
 
 /// A MariaDB object that still exists.
@@ -130,5 +137,16 @@ mod tests {
         let gone = plan(&example(), &Observed::default(), &Resolved::default());
         assert!(gone.removals.is_empty());
         assert_eq!(gone.flow, Flow::Continue);
+    }
+
+    #[test]
+    fn a_brownfield_block_names_nothing_to_delete() {
+        let mut nova = example();
+        nova.spec.database.cluster_ref = None;
+        nova.spec.database.host = Some("db.example.com".into());
+        assert_eq!(mariadb_names(&nova), ["nova-api"]);
+        nova.spec.api_database.cluster_ref = None;
+        nova.spec.api_database.host = Some("db.example.com".into());
+        assert!(mariadb_names(&nova).is_empty());
     }
 }

@@ -3,18 +3,22 @@
 #![allow(dead_code)] // each suite uses its own subset
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, Secret};
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Event, Node, Secret};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
 use nova_controller::clusters::{LocalCluster, Registry, kinds as external};
 use nova_controller::metrics::Metrics;
+use nova_controller::pipeline::runner::Options;
 use nova_controller::{nova, novacompute};
 use serde_json::json;
+
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 pub const API_DB_PASSWORD: &str = "api-db-Pa55:word/1";
@@ -74,25 +78,36 @@ pub async fn start_controller_probing(
     ns: &str,
     probe: std::net::SocketAddr,
 ) -> Metrics {
-    let metrics = Metrics::new().expect("metrics");
-    let scope = Some(ns.to_owned());
     let registry = Registry::default()
         .register(nova::controller::kinds())
         .probe_services_at(Some(probe));
+    start_on(client, Some(ns.to_owned()), registry, |c, m, cluster, o| {
+        nova::controller::run(c, m, cluster, o, futures::future::pending())
+    })
+    .await
+}
+
+/// Starts a controller (`run`) in-process on a handle over `registry` watching `scope`, once
+/// the handle's caches synced; returns the controller's metrics.
+async fn start_on<F, Run>(
+    client: Client,
+    scope: Option<String>,
+    registry: Registry,
+    run: F,
+) -> Metrics
+where
+    F: FnOnce(Client, Metrics, Arc<LocalCluster>, Options) -> Run,
+    Run: Future<Output = ()> + Send + 'static,
+{
+    let metrics = Metrics::new().expect("metrics");
     let cluster = LocalCluster::start(client.clone(), scope.clone(), registry).await;
     cluster.synced().await;
-    let options = nova::controller::Options {
+    let options = Options {
         scope,
         concurrency: 2,
         instance: None,
     };
-    tokio::spawn(nova::controller::run(
-        client,
-        metrics.clone(),
-        cluster,
-        options,
-        futures::future::pending(),
-    ));
+    tokio::spawn(run(client, metrics.clone(), cluster, options));
     metrics
 }
 
@@ -176,25 +191,13 @@ pub async fn provide_pool_nova(client: &Client, ns: &str, keystone: &str, passwo
 /// Starts the NovaCompute controller in-process, cluster-wide (the Node label watch exists only
 /// there), on a handle with both controllers' kinds added to `registry`, once its caches synced.
 pub async fn start_novacompute(client: Client, registry: Registry) -> Metrics {
-    let metrics = Metrics::new().expect("metrics");
     let registry = registry
         .register(nova::controller::kinds())
         .register(novacompute::controller::kinds());
-    let cluster = LocalCluster::start(client.clone(), None, registry).await;
-    cluster.synced().await;
-    let options = novacompute::controller::Options {
-        scope: None,
-        concurrency: 2,
-        instance: None,
-    };
-    tokio::spawn(novacompute::controller::run(
-        client,
-        metrics.clone(),
-        cluster,
-        options,
-        futures::future::pending(),
-    ));
-    metrics
+    start_on(client, None, registry, |c, m, cluster, o| {
+        novacompute::controller::run(c, m, cluster, o, futures::future::pending())
+    })
+    .await
 }
 
 pub fn secret(name: &str, data: &[(&str, &str)]) -> Secret {
@@ -265,6 +268,34 @@ pub async fn wait_for_reason(novas: &Api<Nova>, name: &str, reason: &str) -> Str
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Deletes the Nova `nova` and waits until its finalizer released it.
+pub async fn delete_until_gone(novas: &Api<Nova>) {
+    novas
+        .delete("nova", &kube::api::DeleteParams::default())
+        .await
+        .expect("delete");
+    let deadline = Instant::now() + TIMEOUT;
+    while novas.get_opt("nova").await.expect("get").is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the finalizer was never released"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Every event reason published in `ns`, oldest first.
+pub async fn event_reasons(client: &Client, ns: &str) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let mut listed = events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items;
+    listed.sort_by_key(|e| e.metadata.creation_timestamp.clone());
+    listed.into_iter().filter_map(|e| e.reason).collect()
 }
 
 /// The (status, reason, message) of one condition of the Nova `nova`, once it exists.
