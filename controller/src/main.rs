@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use kube::client::ClientBuilder;
 use kube::{Api, Client, Config};
 use nova_api::v1alpha1::{Nova, NovaCompute};
-use nova_controller::clusters::{LocalCluster, Registry};
+use nova_controller::clusters::{ABANDON_AFTER, Fleet, LocalCluster, Registry};
 use nova_controller::metrics::Metrics;
 use nova_controller::pipeline::{Stage, Step};
 use nova_controller::ratelimit::RateLimitLayer;
@@ -189,7 +189,7 @@ async fn main() -> anyhow::Result<()> {
         .register(nova::controller::kinds())
         .register(novacompute::controller::kinds())
         .probe_services_at(flags.health_check_address);
-    let cluster = LocalCluster::start(client.clone(), scope.clone(), registry).await;
+    let cluster = LocalCluster::start(client.clone(), scope.clone(), registry.clone()).await;
     {
         let (cluster, ready) = (cluster.clone(), ready.clone());
         tokio::spawn(async move {
@@ -206,22 +206,42 @@ async fn main() -> anyhow::Result<()> {
         let _ = stop_tx.send(true);
     });
 
+    // Target clusters cache the same kinds the management cluster does; the fleet runs on
+    // every replica, so a standby has them engaged when it takes over.
+    let targets = (!flags.clusters_namespace.is_empty()).then(|| {
+        tracing::info!(clusters_namespace = %flags.clusters_namespace, "following target-cluster registrations");
+        Fleet::start(
+            client.clone(),
+            &flags.clusters_namespace,
+            registry,
+            ABANDON_AFTER,
+        )
+    });
+    if targets.is_none() {
+        tracing::info!(
+            "target clusters are disabled (--clusters-namespace is empty); every targetClusterRef waits"
+        );
+    }
     let options = nova::controller::Options {
         scope: scope.clone(),
         concurrency: flags.max_concurrent_reconciles,
         instance: Some(hostname()),
+        targets: targets.clone(),
     };
     let pool_options = novacompute::controller::Options {
         scope,
         concurrency: flags.max_concurrent_reconciles,
         instance: Some(hostname()),
+        targets: targets.clone(),
     };
-    tracing::info!(clusters_namespace = %flags.clusters_namespace, "target clusters are not supported by this build; every targetClusterRef waits");
     let controllers = {
         let (client, metrics, cluster) = (client.clone(), metrics.clone(), cluster.clone());
         let (stop, pool_stop) = (stopped(stop_rx.clone()), stopped(stop_rx.clone()));
         async move {
             cluster.synced().await;
+            if let Some(targets) = &targets {
+                targets.settled().await;
+            }
             // One binary, two controllers on the same caches, instrumenter and metric vectors.
             tokio::join!(
                 nova::controller::run(

@@ -387,6 +387,20 @@ impl Cluster for FileCluster {
     ) -> BoxFuture<'a, Result<usize, ClusterError>> {
         Box::pin(async { Ok(0) })
     }
+
+    /// Files are always there.
+    fn reachable(&self) -> BoxFuture<'_, bool> {
+        Box::pin(async { true })
+    }
+
+    /// A render never deletes: nothing it reads is a child to sweep.
+    fn sweep<'a>(
+        &'a self,
+        _: &'a Owner,
+        _: &'a ApiResource,
+    ) -> BoxFuture<'a, Result<usize, ClusterError>> {
+        Box::pin(async { Ok(0) })
+    }
 }
 
 /// Parses a Nova manifest.

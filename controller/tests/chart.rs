@@ -317,9 +317,11 @@ fn the_controller_role_covers_exactly_the_kinds_the_code_registers() {
     );
     assert_eq!(every(nodes), BTreeSet::from([node, hypervisor]));
     let deployment = find(&docs, "Deployment", "nova-operator-controller");
+    let args = strings(&deployment["spec"]["template"]["spec"]["containers"][0]["args"]);
+    assert!(args.contains(&format!("--namespace={NAMESPACE}")));
     assert!(
-        strings(&deployment["spec"]["template"]["spec"]["containers"][0]["args"])
-            .contains(&format!("--namespace={NAMESPACE}"))
+        args.contains(&"--clusters-namespace=".to_owned()),
+        "the registration Secrets live outside the watched namespace: target clusters are off"
     );
 
     // The Lease is a Role in the release namespace in both scopes.

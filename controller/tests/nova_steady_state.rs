@@ -24,21 +24,8 @@ struct Requests {
 /// Every write a pass could make (the Nova's own metadata is left out: the test touches it),
 /// and every GET or LIST of what a pass reads.
 async fn requests_now(client: &Client) -> Requests {
-    let children = [
-        "secrets",
-        "configmaps",
-        "events",
-        "deployments",
-        "services",
-        "poddisruptionbudgets",
-        "horizontalpodautoscalers",
-        "networkpolicies",
-        "databases",
-        "users",
-        "grants",
-    ];
     Requests {
-        writes: requests(client, &children, &WRITE_VERBS).await
+        writes: requests(client, &WRITTEN_RESOURCES, &WRITE_VERBS).await
             + writes(client, "novas", "status").await,
         reads: requests(client, &READ_RESOURCES, &READ_VERBS).await,
     }

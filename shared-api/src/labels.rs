@@ -32,6 +32,18 @@ pub mod component {
     pub const NOVNCPROXY: &str = "novncproxy";
 }
 
+/// The ownership labels a child on a target cluster carries instead of an owner reference
+/// (`common-types.md` Part 2, "Ownership labels"): an owner reference does not cross a
+/// cluster boundary.
+pub mod ownership {
+    /// The owner's Kind (`Nova`, `NovaCompute`).
+    pub const KIND: &str = "openstack.c5c3.io/owner-kind";
+    /// The owner's name.
+    pub const NAME: &str = "openstack.c5c3.io/owner-name";
+    /// The owner's namespace.
+    pub const NAMESPACE: &str = "openstack.c5c3.io/owner-namespace";
+}
+
 /// The common labels of every child of the Nova `cr_name`.
 pub fn common(cr_name: &str) -> BTreeMap<String, String> {
     BTreeMap::from([

@@ -44,7 +44,7 @@ use crate::sensitive::Sensitive;
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// The kinds the pipelines read, collected from every controller before the caches start.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Registry {
     kinds: Vec<KindSpec>,
     probe_address: Option<std::net::SocketAddr>,
@@ -162,9 +162,13 @@ fn fresh(content: Option<&str>, watched: Option<&str>) -> bool {
     }
 }
 
-/// The management cluster.
+/// A cluster reached through one client with its own watch caches: the management cluster, or
+/// (engaged by the [`super::Fleet`]) a registered target cluster.
 pub struct LocalCluster {
     client: Client,
+    /// The registered name of a target cluster; None for the management cluster. A target
+    /// claims children by ownership labels and probes Services through its API server.
+    target: Option<String>,
     scope: Option<String>,
     probe_address: Option<std::net::SocketAddr>,
     transport: Arc<dyn Transport>,
@@ -172,6 +176,16 @@ pub struct LocalCluster {
     synced: tokio::sync::watch::Receiver<bool>,
     /// The termination message read for each Job UID, so a Job's pods are listed once.
     reports: Mutex<HashMap<String, Option<String>>>,
+    /// The watch tasks, stopped when the handle goes (a target cluster dropped or re-engaged).
+    tasks: Vec<tokio::task::AbortHandle>,
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
 }
 
 impl LocalCluster {
@@ -182,17 +196,38 @@ impl LocalCluster {
         scope: Option<String>,
         registry: Registry,
     ) -> Arc<LocalCluster> {
+        Self::start_on(None, client, scope, registry).await
+    }
+
+    /// Like [`LocalCluster::start`], for the registered target cluster `name`.
+    pub(super) async fn start_target(
+        name: &str,
+        client: Client,
+        scope: Option<String>,
+        registry: Registry,
+    ) -> Arc<LocalCluster> {
+        Self::start_on(Some(name.to_owned()), client, scope, registry).await
+    }
+
+    async fn start_on(
+        target: Option<String>,
+        client: Client,
+        scope: Option<String>,
+        registry: Registry,
+    ) -> Arc<LocalCluster> {
         let mut kinds = HashMap::new();
+        let mut tasks = Vec::new();
         for spec in registry.kinds {
             let served = served(&client, &scope, &spec).await;
-            let cache = start_watch(&client, &scope, spec, served);
+            let (cache, task) = start_watch(&client, &scope, spec, served);
+            tasks.extend(task);
             kinds.insert(key(&cache.spec.resource), cache);
         }
         // One task waits on the stores: a reflector store wakes only the last of several
         // concurrent `wait_until_ready` callers, so every other caller waits on this flag.
         let (tx, synced) = tokio::sync::watch::channel(false);
         let stores: Vec<Arc<KindCache>> = kinds.values().cloned().collect();
-        tokio::spawn(async move {
+        let waiter = tokio::spawn(async move {
             for cache in stores {
                 if let Some(store) = &cache.full {
                     let _ = store.wait_until_ready().await;
@@ -203,14 +238,17 @@ impl LocalCluster {
             }
             let _ = tx.send(true);
         });
+        tasks.push(waiter.abort_handle());
         Arc::new(LocalCluster {
             client,
+            target,
             scope,
             probe_address: registry.probe_address,
             transport: Arc::new(Direct::routed(registry.service_routes)),
             kinds,
             synced,
             reports: Mutex::default(),
+            tasks,
         })
     }
 
@@ -339,13 +377,13 @@ impl LocalCluster {
                 detail: " with content, which applying needs to skip unchanged objects",
             });
         }
-        let body = child.stamped(owner)?;
+        let body = match &self.target {
+            None => child.stamped(owner)?,
+            Some(_) => child.stamped(&owner.remote()?)?,
+        };
         let ns = owner.namespace.as_str();
         if let Some(live) = self.get_object(&child.kind, Some(ns), &child.name).await? {
-            let ours = owner.reference.as_ref().map(|r| r.uid.as_str());
-            if let Some(controller) = controller_of(&live.metadata)
-                && Some(controller.uid.as_str()) != ours
-            {
+            if !self.may_claim(owner, &live.metadata) {
                 return Err(ClusterError::ForeignOwner {
                     kind: child.kind.kind.clone(),
                     namespace: ns.to_owned(),
@@ -382,6 +420,72 @@ impl LocalCluster {
         Ok(Applied::Written)
     }
 
+    /// Whether `owner` may write over the live object: locally one no other controller
+    /// controls (an uncontrolled object is adopted); on a target cluster only one it
+    /// controls, since nothing there tells a stranger's object from an orphan.
+    fn may_claim(
+        &self,
+        owner: &Owner,
+        live: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) -> bool {
+        match &self.target {
+            None => {
+                let ours = owner.reference.as_ref().map(|r| r.uid.as_str());
+                controller_of(live).is_none_or(|c| Some(c.uid.as_str()) == ours)
+            }
+            Some(_) => owner.controls(live),
+        }
+    }
+
+    /// The paged, metadata-only, uncached sweep of one kind (restarted once from the start
+    /// when the continue token expired).
+    async fn sweep_kind(&self, owner: &Owner, kind: &ApiResource) -> Result<usize, ClusterError> {
+        let ns = owner.namespace.as_str();
+        let api = self.api(kind, Some(ns));
+        let mut params = ListParams::default().limit(SWEEP_PAGE);
+        let mut restarted = false;
+        let mut deleted = 0;
+        loop {
+            let page = match api.list_metadata(&params).await {
+                Ok(page) => page,
+                Err(kube::Error::Api(status)) if status.code == 410 && !restarted => {
+                    restarted = true;
+                    params.continue_token = None;
+                    continue;
+                }
+                // The cluster does not serve the kind: nothing of it to sweep.
+                Err(kube::Error::Api(status)) if status.code == 404 => return Ok(deleted),
+                Err(source) => {
+                    return Err(ClusterError::Kube {
+                        action: format!("listing {} in {ns}", kind.plural),
+                        source,
+                    });
+                }
+            };
+            let owned = page
+                .items
+                .iter()
+                .filter(|m| m.metadata.deletion_timestamp.is_none() && owner.controls(&m.metadata));
+            for item in owned {
+                let name = item.name_any();
+                match api.delete(&name, &DeleteParams::background()).await {
+                    Ok(_) => deleted += 1,
+                    Err(kube::Error::Api(status)) if status.code == 404 => {}
+                    Err(source) => {
+                        return Err(ClusterError::Kube {
+                            action: format!("deleting {} {ns}/{name}", kind.kind),
+                            source,
+                        });
+                    }
+                }
+            }
+            match page.metadata.continue_ {
+                Some(token) if !token.is_empty() => params.continue_token = Some(token),
+                _ => return Ok(deleted),
+            }
+        }
+    }
+
     async fn delete_object(
         &self,
         kind: &ApiResource,
@@ -410,6 +514,12 @@ impl LocalCluster {
         }
     }
 }
+
+/// How long [`Cluster::reachable`] waits for the API server's answer.
+const REACHABLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How many objects one page of a remote sweep lists.
+const SWEEP_PAGE: u32 = 500;
 
 /// The label the Job controller puts on every pod of a Job.
 const JOB_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
@@ -470,7 +580,7 @@ fn start_watch(
     scope: &Option<String>,
     spec: KindSpec,
     served: bool,
-) -> Arc<KindCache> {
+) -> (Arc<KindCache>, Option<tokio::task::AbortHandle>) {
     let resource = spec.resource.clone();
     let namespace = scope.as_deref().filter(|_| !spec.cluster_scoped);
     let mut cache = KindCache {
@@ -482,7 +592,7 @@ fn start_watch(
         spec,
     };
     if !served {
-        return Arc::new(cache);
+        return (Arc::new(cache), None);
     }
     let watched = Watched {
         client,
@@ -494,15 +604,15 @@ fn start_watch(
             let writer = Writer::<DynamicObject>::new(resource.clone());
             cache.full = Some(writer.as_reader());
             let cache = Arc::new(cache);
-            watched.spawn(writer, cache.clone(), false, meta_of);
-            cache
+            let task = watched.spawn(writer, cache.clone(), false, meta_of);
+            (cache, Some(task))
         }
         Caching::Metadata | Caching::OnDemand => {
             let writer = Writer::<PartialObjectMeta<DynamicObject>>::new(resource.clone());
             cache.meta = Some(writer.as_reader());
             let cache = Arc::new(cache);
-            watched.spawn(writer, cache.clone(), true, |o| Arc::new(o.clone()));
-            cache
+            let task = watched.spawn(writer, cache.clone(), true, |o| Arc::new(o.clone()));
+            (cache, Some(task))
         }
     }
 }
@@ -523,7 +633,8 @@ impl Watched<'_> {
         cache: Arc<KindCache>,
         strip_fields: bool,
         meta: fn(&K) -> Meta,
-    ) where
+    ) -> tokio::task::AbortHandle
+    where
         K: kube::Resource<DynamicType = ApiResource, Scope = kube::core::DynamicResourceScope>
             + Clone
             + serde::de::DeserializeOwned
@@ -545,7 +656,8 @@ impl Watched<'_> {
             cache,
             self.resource.kind.clone(),
             meta,
-        ));
+        ))
+        .abort_handle()
     }
 }
 
@@ -595,7 +707,10 @@ impl Cluster for LocalCluster {
     }
 
     fn probe<'a>(&'a self, url: &'a str) -> BoxFuture<'a, super::probe::Probe> {
-        Box::pin(super::probe::get(url, self.probe_address))
+        match &self.target {
+            None => Box::pin(super::probe::get(url, self.probe_address)),
+            Some(_) => Box::pin(super::probe::through_proxy(&self.client, url)),
+        }
     }
 
     fn transport(&self) -> Arc<dyn Transport> {
@@ -850,6 +965,21 @@ impl Cluster for LocalCluster {
         name: &'a str,
     ) -> BoxFuture<'a, Result<(), ClusterError>> {
         Box::pin(self.delete_object(kind, namespace, name))
+    }
+
+    fn sweep<'a>(
+        &'a self,
+        owner: &'a Owner,
+        kind: &'a ApiResource,
+    ) -> BoxFuture<'a, Result<usize, ClusterError>> {
+        Box::pin(self.sweep_kind(owner, kind))
+    }
+
+    fn reachable(&self) -> BoxFuture<'_, bool> {
+        Box::pin(async {
+            let answer = tokio::time::timeout(REACHABLE_TIMEOUT, self.client.apiserver_version());
+            matches!(answer.await, Ok(Ok(_)))
+        })
     }
 
     fn prune<'a>(

@@ -1,11 +1,13 @@
 //! The cluster handle (`DESIGN.md` principle 6): every read and write a step makes goes through
 //! the [`Cluster`] its CR resolves to.
 //!
-//! Today every CR resolves to the [`LocalCluster`], the management cluster this process runs
-//! against; the target-cluster work adds remote handles behind the same trait (their stamping
-//! is ownership labels instead of an owner reference, their reads come from the target's own
-//! caches). The `render` command has a file-backed handle of its own (`offline`), which is how
-//! it runs the very same plans without a cluster.
+//! A CR without `targetClusterRef` resolves to the [`LocalCluster`] of the management cluster
+//! this process runs against; one that names a registered target cluster resolves to that
+//! cluster's handle, engaged by the [`Fleet`] from its registration Secret: the same type with
+//! its own watch caches, which stamps ownership labels instead of an owner reference and
+//! probes Services through the target API server's proxy. The `render` command has a
+//! file-backed handle of its own (`offline`), which is how it runs the very same plans without
+//! a cluster.
 //!
 //! Reads are served from watch caches registered once at start-up ([`KindSpec`]), so a pass
 //! over an unchanged CR issues no GET or LIST. Writes are server-side applies under the one
@@ -13,12 +15,15 @@
 //! apply would write.
 
 pub mod carries;
+mod fleet;
 pub mod kinds;
 mod local;
 pub mod probe;
+pub mod registration;
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -28,9 +33,11 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde_json::Value;
 
+pub use fleet::Fleet;
 pub use local::{LocalCluster, Registry, values_of};
 
 use crate::sensitive::Sensitive;
+use nova_api::labels::ownership;
 
 /// The one field manager every write of this operator uses.
 pub const FIELD_MANAGER: &str = "cobaltcore-operator";
@@ -175,15 +182,60 @@ impl Owner {
     }
 
     /// Whether this owner controls an object (`common-types.md` Part 2, "Controls"): it holds
-    /// a controller reference to the owner. The one test behind every adopt, overwrite, prune
-    /// and delete.
+    /// a controller reference to the owner, or (on a target cluster) all three ownership
+    /// labels with the owner's values. The one test behind every adopt, overwrite, prune and
+    /// delete.
     pub fn controls(&self, meta: &ObjectMeta) -> bool {
         let Some(owner) = &self.reference else {
             return false;
         };
         controller_of(meta).is_some_and(|c| c.uid == owner.uid)
+            || self
+                .ownership_labels()
+                .is_some_and(|labels| selects(&labels, meta.labels.as_ref()))
+    }
+
+    /// The three ownership labels a child of this owner carries on a target cluster; None for
+    /// an owner without a reference (an offline render).
+    pub fn ownership_labels(&self) -> Option<Labels> {
+        let reference = self.reference.as_ref()?;
+        Some(BTreeMap::from([
+            (ownership::KIND.to_owned(), self.kind.clone()),
+            (ownership::NAME.to_owned(), reference.name.clone()),
+            (ownership::NAMESPACE.to_owned(), self.namespace.clone()),
+        ]))
+    }
+
+    /// This owner as a child on a target cluster is stamped (`common-types.md` §3.17
+    /// "Claiming"): no owner reference, which does not cross a cluster boundary, and the
+    /// ownership labels on top of the common ones. Refuses an owner whose name does not fit a
+    /// label value.
+    pub fn remote(&self) -> Result<Owner, ClusterError> {
+        let Some(owned) = self.ownership_labels() else {
+            return Ok(self.clone());
+        };
+        let name = &owned[ownership::NAME];
+        if name.len() > LABEL_VALUE_MAX {
+            return Err(ClusterError::Invalid {
+                what: format!("{} {}/{name}", self.kind, self.namespace),
+                message: format!(
+                    "a name longer than {LABEL_VALUE_MAX} characters cannot be an ownership label on a target cluster"
+                ),
+            });
+        }
+        let mut labels = self.labels.clone();
+        labels.extend(owned);
+        Ok(Owner {
+            kind: self.kind.clone(),
+            namespace: self.namespace.clone(),
+            reference: None,
+            labels,
+        })
     }
 }
+
+/// The longest label value the API server accepts.
+const LABEL_VALUE_MAX: usize = 63;
 
 /// The controller reference of an object, if any.
 pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
@@ -446,6 +498,20 @@ pub trait Cluster: Send + Sync {
         name: &'a str,
     ) -> BoxFuture<'a, Result<(), ClusterError>>;
 
+    /// Whether the cluster's API server answers now (one uncached request, bounded): how the
+    /// deletion path tells a stopped target from an engaged one.
+    fn reachable(&self) -> BoxFuture<'_, bool>;
+
+    /// Deletes (in the background) every object of `kind` in the owner's namespace that
+    /// `owner` controls, listed metadata-only from the API server, never from a cache, 500 at
+    /// a time (`common-types.md` §3.17 "Remote sweep"); a kind the cluster does not serve is
+    /// skipped. Returns how many deletes it issued; it does not wait for the objects to go.
+    fn sweep<'a>(
+        &'a self,
+        owner: &'a Owner,
+        kind: &'a ApiResource,
+    ) -> BoxFuture<'a, Result<usize, ClusterError>>;
+
     /// Deletes every object of `kind` matching `selector` that `owner` controls, except those
     /// named in `keep`; returns how many it deleted.
     fn prune<'a>(
@@ -503,25 +569,126 @@ pub trait ClusterExt: Cluster {
 
 impl<C: Cluster + ?Sized> ClusterExt for C {}
 
+/// What an unregistered (or not yet engaged) target cluster resolves to.
+pub const CLUSTER_NOT_FOUND: &str = "cluster not found";
+
+/// How long a deleting CR waits for its target cluster before its remote children are
+/// abandoned (`common-types.md` §3.17 `AbandonAfter`).
+pub const ABANDON_AFTER: Duration = Duration::from_secs(300);
+
+/// How a deleting CR reaches its children (`common-types.md` §3.17 "Deletion and the
+/// abandon window").
+pub enum Teardown {
+    /// Clean up through this handle.
+    Through(Arc<dyn Cluster>),
+    /// The target does not resolve yet: keep the finalizers and look again (the message is
+    /// the condition's).
+    Wait(String),
+    /// The target has not resolved for the whole window: release the finalizers without
+    /// deleting anything (the message is the Warning event's).
+    Abandon(String),
+}
+
 /// Resolves the cluster a CR's children live on (`common-types.md` §3.17 "Resolution").
 pub struct Clusters {
     local: Arc<dyn Cluster>,
+    targets: Option<Arc<Fleet>>,
+    /// When this process first failed to resolve each target name (since its last success).
+    failures: Mutex<HashMap<String, Instant>>,
 }
 
 impl Clusters {
-    /// Every CR resolves to `local` until target clusters are registered.
-    pub fn new(local: Arc<dyn Cluster>) -> Self {
-        Self { local }
+    /// A nil ref resolves to `local`, a named one to the engaged cluster of `targets` (None
+    /// when target clusters are disabled: no name resolves).
+    pub fn new(local: Arc<dyn Cluster>, targets: Option<Arc<Fleet>>) -> Self {
+        Self {
+            local,
+            targets,
+            failures: Mutex::default(),
+        }
     }
 
-    /// The handle of `target` (None = the management cluster), or the resolver's error text,
-    /// which goes unwrapped into the TargetClusterUnavailable condition.
-    pub fn resolve(&self, target: Option<&str>) -> Result<Arc<dyn Cluster>, String> {
-        match target {
-            None => Ok(self.local.clone()),
-            // No target cluster is registered in this build, so none resolves.
-            Some(_) => Err("cluster not found".to_owned()),
+    /// The handle of `target` (None = the management cluster) for a CR in `namespace`, or
+    /// the resolver's error text, which goes unwrapped into the TargetClusterUnavailable
+    /// condition.
+    pub fn resolve(
+        &self,
+        target: Option<&str>,
+        namespace: &str,
+    ) -> Result<Arc<dyn Cluster>, String> {
+        let Some(name) = target else {
+            return Ok(self.local.clone());
+        };
+        let resolved = self.lookup(name, namespace);
+        self.remember(name, resolved.is_ok());
+        resolved
+    }
+
+    fn lookup(&self, name: &str, namespace: &str) -> Result<Arc<dyn Cluster>, String> {
+        match &self.targets {
+            Some(fleet) => fleet.resolve(name, namespace),
+            None => Err(CLUSTER_NOT_FOUND.to_owned()),
         }
+    }
+
+    /// The deletion variant of [`Clusters::resolve`] for a CR deleted `since_deletion` ago. A
+    /// target must also answer now (one request, deletion passes only): a stopped API server
+    /// counts as not resolving. Abandon only when both this process has failed to resolve
+    /// the target for the whole window and the deletion is that old.
+    pub async fn resolve_for_deletion(
+        &self,
+        target: Option<&str>,
+        namespace: &str,
+        since_deletion: Duration,
+    ) -> Teardown {
+        let Some(name) = target else {
+            return Teardown::Through(self.local.clone());
+        };
+        let error = match self.lookup(name, namespace) {
+            Ok(cluster) if cluster.reachable().await => {
+                self.remember(name, true);
+                return Teardown::Through(cluster);
+            }
+            Ok(_) => format!("the API server of cluster {name} does not answer"),
+            Err(error) => error,
+        };
+        self.remember(name, false);
+        let window = self.abandon_after();
+        let failing = self
+            .failures()
+            .get(name)
+            .map(Instant::elapsed)
+            .unwrap_or_default();
+        if failing >= window && since_deletion >= window {
+            return Teardown::Abandon(format!(
+                "Target cluster {name} has not resolved for {}s ({error}): the objects labelled as owned by this object stay behind on it; releasing the finalizers",
+                window.as_secs()
+            ));
+        }
+        Teardown::Wait(format!(
+            "Target cluster {name} does not resolve ({error}); its remote children are abandoned once it has not resolved for {}s",
+            window.as_secs()
+        ))
+    }
+
+    /// Keeps the first failure of this process to resolve `name`, forgotten once it resolves.
+    fn remember(&self, name: &str, resolved: bool) {
+        let mut failures = self.failures();
+        if resolved {
+            failures.remove(name);
+        } else {
+            failures.entry(name.to_owned()).or_insert_with(Instant::now);
+        }
+    }
+
+    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.failures.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn abandon_after(&self) -> Duration {
+        self.targets
+            .as_ref()
+            .map_or(ABANDON_AFTER, |fleet| fleet.abandon_after())
     }
 }
 
@@ -585,5 +752,49 @@ mod tests {
         assert!(!o.controls(&meta(vec![reference("u1", None)])));
         assert!(!o.controls(&meta(vec![reference("u2", Some(true))])));
         assert!(!o.controls(&ObjectMeta::default()));
+    }
+
+    #[test]
+    fn a_remote_child_carries_the_ownership_labels_and_no_owner_reference() {
+        let o = owner();
+        let remote = o.remote().expect("fits");
+        assert!(remote.reference.is_none());
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some("c".into());
+        let body = Child::new(&cm).stamped(&remote).expect("stamps");
+        assert!(body["metadata"].get("ownerReferences").is_none());
+        assert_eq!(
+            body["metadata"]["labels"],
+            json!({
+                "app.kubernetes.io/instance": "nova",
+                "openstack.c5c3.io/owner-kind": "Nova",
+                "openstack.c5c3.io/owner-name": "nova",
+                "openstack.c5c3.io/owner-namespace": "ns",
+            })
+        );
+        let stamped: ObjectMeta =
+            serde_json::from_value(body["metadata"].clone()).expect("metadata");
+        assert!(o.controls(&stamped), "the labels alone make it controlled");
+        for (label, value) in [
+            ("openstack.c5c3.io/owner-name", "other"),
+            ("openstack.c5c3.io/owner-namespace", "elsewhere"),
+            ("openstack.c5c3.io/owner-kind", "NovaCompute"),
+        ] {
+            let mut foreign = stamped.clone();
+            foreign
+                .labels
+                .as_mut()
+                .expect("labels")
+                .insert(label.into(), value.into());
+            assert!(!o.controls(&foreign), "{label}={value} is another owner's");
+        }
+        let mut long = owner();
+        if let Some(reference) = &mut long.reference {
+            reference.name = "n".repeat(64);
+        }
+        assert!(
+            long.remote().is_err(),
+            "a name that is no label value is refused"
+        );
     }
 }

@@ -86,9 +86,71 @@ async fn fetch(url: &str, connect_to: Option<SocketAddr>) -> Probe {
     }
 }
 
+/// One GET of a cluster-local Service URL on a target cluster, through its API server's
+/// `services/proxy` subresource with the registration credentials (`common-types.md` §3.17
+/// "API health probe of a placed CR"): the controller cannot dial the target's Service
+/// network. Bounded by [`PROBE_TIMEOUT`].
+pub async fn through_proxy(client: &kube::Client, url: &str) -> Probe {
+    let Some(path) = proxy_path(url) else {
+        return Probe::Failed("the probe URL is not a cluster-local Service URL".to_owned());
+    };
+    let request = match http::Request::get(path).body(Vec::new()) {
+        Ok(request) => request,
+        Err(e) => return Probe::Failed(e.to_string()),
+    };
+    match tokio::time::timeout(PROBE_TIMEOUT, client.request_text(request)).await {
+        Err(_) => Probe::TimedOut,
+        Ok(Ok(body)) => Probe::Answered(200, truncated(body)),
+        Ok(Err(kube::Error::Api(status))) => Probe::Answered(status.code, status.message.clone()),
+        Ok(Err(e)) => Probe::Failed(e.to_string()),
+    }
+}
+
+fn truncated(mut body: String) -> String {
+    let limit = usize::try_from(RESPONSE_LIMIT).unwrap_or(usize::MAX);
+    if body.len() > limit {
+        let mut end = limit;
+        while !body.is_char_boundary(end) {
+            end -= 1;
+        }
+        body.truncate(end);
+    }
+    body
+}
+
+/// The API path proxying `http://<service>.<namespace>.svc[...]:<port><path>`.
+fn proxy_path(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    let mut labels = parsed.host_str()?.split('.');
+    let (service, namespace) = (labels.next()?, labels.next()?);
+    if labels.next() != Some("svc") {
+        return None;
+    }
+    let port = parsed.port_or_known_default()?;
+    Some(format!(
+        "/api/v1/namespaces/{namespace}/services/{}:{service}:{port}/proxy{}",
+        parsed.scheme(),
+        parsed.path()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_service_url_maps_onto_the_proxy_subresource() {
+        assert_eq!(
+            proxy_path("http://nova-api.openstack.svc.cluster.local:8774/").as_deref(),
+            Some("/api/v1/namespaces/openstack/services/http:nova-api:8774/proxy/")
+        );
+        assert_eq!(
+            proxy_path("http://nova-api.openstack.svc/healthcheck").as_deref(),
+            Some("/api/v1/namespaces/openstack/services/http:nova-api:80/proxy/healthcheck")
+        );
+        assert_eq!(proxy_path("http://127.0.0.1:8774/"), None);
+        assert_eq!(proxy_path("http://nova.example.com/"), None);
+    }
 
     #[tokio::test]
     async fn the_probe_reads_a_real_answer_and_dials_the_given_address() {

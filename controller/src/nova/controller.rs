@@ -1,7 +1,8 @@
 //! The Nova controller's watches and indexes (`common-types.md` §3.23): the kinds its steps read
 //! (registered once with the cluster handle), the references a Nova makes by name (the reverse
 //! index that maps a Secret or store event to its Novas), and the controller that runs the
-//! shared skeleton over the Nova pipeline.
+//! shared skeleton over the Nova pipeline, woken by those kinds on the management cluster and,
+//! mapped by ownership labels, on every engaged target cluster.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -173,22 +174,37 @@ pub async fn run(
         let index = index.clone();
         move |event: &watcher::Event<Nova>| index.apply(event)
     };
-    let triggers = futures::stream::select_all(kinds().into_iter().map(|spec| {
+    let (store, writer) = reflector::store();
+    let local = kinds().into_iter().map(|spec| {
         let index = index.clone();
         let kind = spec.resource;
         cluster
             .subscribe(&kind)
             .flat_map(move |meta| futures::stream::iter(novas_for(&index, &kind, &meta)))
-    }));
-    runner::run(
-        ctx,
-        &options,
-        reflector::store(),
-        follow,
-        triggers,
-        shutdown,
-    )
-    .await;
+            .boxed()
+    });
+    // The same kinds once more on every engaged target cluster, each event mapped by the
+    // ownership labels and the reference index to the Novas placed on that cluster.
+    let remote = options.targets.iter().flat_map(|fleet| {
+        kinds().into_iter().map(|spec| {
+            let (index, store) = (index.clone(), store.clone());
+            let kind = spec.resource;
+            fleet
+                .subscribe(&kind)
+                .flat_map(move |(target, meta)| {
+                    let referencing = index.lookup(&ObjectKey::new(
+                        &kind,
+                        &meta.namespace().unwrap_or_default(),
+                        &meta.name_any(),
+                    ));
+                    let novas = runner::placed_on(&store, &target, &meta, referencing);
+                    futures::stream::iter(novas)
+                })
+                .boxed()
+        })
+    });
+    let triggers = futures::stream::select_all(local.chain(remote));
+    runner::run(ctx, &options, (store, writer), follow, triggers, shutdown).await;
 }
 
 #[cfg(test)]

@@ -137,6 +137,29 @@ impl Reconciled for Nova {
             .map(|t| t.name.as_str())
     }
 
+    /// Deployments, Services, ConfigMaps, Secrets, Jobs, the CronJob, the PDB, the HPA, the
+    /// NetworkPolicy, the HTTPRoutes, the three MariaDB kinds and the VPA
+    /// (`common-types.md` §3.17 "Nova's remote kinds").
+    fn remote_kinds() -> Vec<kube::core::ApiResource> {
+        use k8s_openapi::api::{apps, autoscaling, batch, core, networking, policy};
+        use kube::core::ApiResource;
+        let mut kinds = vec![
+            ApiResource::erase::<apps::v1::Deployment>(&()),
+            ApiResource::erase::<core::v1::Service>(&()),
+            ApiResource::erase::<core::v1::ConfigMap>(&()),
+            ApiResource::erase::<core::v1::Secret>(&()),
+            ApiResource::erase::<batch::v1::Job>(&()),
+            ApiResource::erase::<batch::v1::CronJob>(&()),
+            ApiResource::erase::<policy::v1::PodDisruptionBudget>(&()),
+            ApiResource::erase::<autoscaling::v2::HorizontalPodAutoscaler>(&()),
+            ApiResource::erase::<networking::v1::NetworkPolicy>(&()),
+            crate::clusters::kinds::http_route(),
+            crate::clusters::kinds::vertical_pod_autoscaler(),
+        ];
+        kinds.extend(crate::clusters::kinds::mariadb_children());
+        kinds
+    }
+
     fn forget_metrics(metrics: &crate::metrics::Metrics, namespace: &str, name: &str) {
         metrics.forget_nova(namespace, name);
     }

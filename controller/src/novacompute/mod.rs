@@ -181,4 +181,14 @@ impl Reconciled for NovaCompute {
             .as_ref()
             .map(|t| t.name.as_str())
     }
+
+    /// The DaemonSet, the ConfigMaps and the VPA (`novacompute.md` §4.6).
+    fn remote_kinds() -> Vec<kube::core::ApiResource> {
+        use kube::core::ApiResource;
+        vec![
+            ApiResource::erase::<k8s_openapi::api::apps::v1::DaemonSet>(&()),
+            ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+            crate::clusters::kinds::vertical_pod_autoscaler(),
+        ]
+    }
 }

@@ -90,6 +90,8 @@ pub trait Reconciled:
     fn common_labels(&self) -> BTreeMap<String, String>;
     /// The target cluster the CR names, if any.
     fn target_cluster(&self) -> Option<&str>;
+    /// Every kind the CR writes onto a target cluster: what the remote sweep lists there.
+    fn remote_kinds() -> Vec<kube::core::ApiResource>;
     /// The reason `condition` reports when carrying out a step's plan failed (an apply, delete
     /// or prune the API server refused); None leaves the condition as the pass found it.
     fn carry_out_failure(_condition: Self::Condition) -> Option<nova_api::conditions::Reason> {

@@ -11,13 +11,14 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
-use kube::{Client, Resource};
+use kube::{Client, Resource, ResourceExt};
+use nova_api::labels::ownership;
 
 use super::Engine;
 use super::backoff::Backoff;
 use super::pass::Reconciled;
 use super::skeleton::{Context, error_policy, reconcile};
-use crate::clusters::{Clusters, LocalCluster};
+use crate::clusters::{Clusters, Fleet, LocalCluster, Meta};
 use crate::metrics::Metrics;
 
 /// How a controller runs.
@@ -28,6 +29,8 @@ pub struct Options {
     pub concurrency: u16,
     /// The instance name events are reported under.
     pub instance: Option<String>,
+    /// The registered target clusters; None when target clusters are disabled.
+    pub targets: Option<Arc<Fleet>>,
 }
 
 /// The context of one kind's reconciles, its events reported as `controller`.
@@ -45,12 +48,40 @@ pub fn context<K: Reconciled>(
     };
     Arc::new(Context {
         recorder: Recorder::new(client.clone(), reporter),
-        clusters: Clusters::new(cluster),
+        clusters: Clusters::new(cluster, options.targets.clone()),
         engine: Engine::new(metrics),
         backoff: Backoff::default(),
         shared,
         client: client.clone(),
     })
+}
+
+/// The CRs of kind `K` an event on the target cluster `cluster` concerns: the owner its
+/// ownership labels name (within the object's namespace) and the `referencing` CRs, each only
+/// if the CR, as the management cache holds it, places its children on that cluster
+/// (`common-types.md` §3.17 "Watches across clusters").
+pub fn placed_on<K: Reconciled>(
+    store: &Store<K>,
+    cluster: &str,
+    meta: &Meta,
+    referencing: Vec<ObjectRef<K>>,
+) -> Vec<ObjectRef<K>> {
+    let ns = meta.namespace().unwrap_or_default();
+    let labels = meta.labels();
+    let owner = labels
+        .get(ownership::NAME)
+        .filter(|_| labels.get(ownership::KIND).map(String::as_str) == Some(&*K::kind(&())))
+        .filter(|_| labels.get(ownership::NAMESPACE) == Some(&ns))
+        .map(|name| ObjectRef::new(name).within(&ns));
+    owner
+        .into_iter()
+        .chain(referencing)
+        .filter(|r| {
+            store
+                .get(r)
+                .is_some_and(|cr| cr.target_cluster() == Some(cluster))
+        })
+        .collect()
 }
 
 /// A predicate that changes once, when the CR starts terminating.
@@ -116,4 +147,79 @@ pub async fn run<K: Reconciled>(
             }
         })
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nova::fixtures::example;
+    use kube::api::{DynamicObject, PartialObjectMeta};
+    use nova_api::v1alpha1::{Nova, TargetClusterRefSpec};
+
+    fn meta(labels: &[(&str, &str)]) -> Meta {
+        let mut m = PartialObjectMeta::<DynamicObject> {
+            types: None,
+            metadata: Default::default(),
+            _phantom: Default::default(),
+        };
+        m.metadata.namespace = Some("openstack".into());
+        m.metadata.name = Some("child".into());
+        m.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        Arc::new(m)
+    }
+
+    #[test]
+    fn a_remote_event_wakes_only_novas_placed_on_that_cluster() {
+        let (store, mut writer) = kube::runtime::reflector::store::<Nova>();
+        let mut placed = example();
+        placed.metadata.name = Some("placed".into());
+        placed.spec.target_cluster_ref = Some(TargetClusterRefSpec {
+            name: "target".into(),
+        });
+        let mut home = example();
+        home.metadata.name = Some("home".into());
+        for nova in [&placed, &home] {
+            writer.apply_watcher_event(&watcher::Event::Apply(nova.clone()));
+        }
+        let owned = |name: &str, ns: &str| {
+            meta(&[
+                (ownership::KIND, "Nova"),
+                (ownership::NAME, name),
+                (ownership::NAMESPACE, ns),
+            ])
+        };
+        let placed_ref = ObjectRef::from_obj(&placed);
+        let home_ref = ObjectRef::from_obj(&home);
+        assert_eq!(
+            placed_on(&store, "target", &owned("placed", "openstack"), vec![]),
+            std::slice::from_ref(&placed_ref)
+        );
+        assert!(
+            placed_on(&store, "other", &owned("placed", "openstack"), vec![]).is_empty(),
+            "an event from another cluster"
+        );
+        assert!(
+            placed_on(&store, "target", &owned("home", "openstack"), vec![]).is_empty(),
+            "a Nova whose children live at home"
+        );
+        assert!(
+            placed_on(&store, "target", &owned("placed", "elsewhere"), vec![]).is_empty(),
+            "only within the owner's namespace"
+        );
+        assert_eq!(
+            placed_on(
+                &store,
+                "target",
+                &meta(&[]),
+                vec![placed_ref.clone(), home_ref]
+            ),
+            [placed_ref],
+            "an input's referencing Novas, those placed there"
+        );
+    }
 }

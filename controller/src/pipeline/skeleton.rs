@@ -1,6 +1,7 @@
-//! The one reconcile skeleton every kind shares (`common-types.md` §3.1): deletion, the
-//! target-cluster gate, the finalizer, the engine, the status write with Ready and
-//! observedGeneration on every exit path, and the per-object back-off.
+//! The one reconcile skeleton every kind shares (`common-types.md` §3.1): deletion (with the
+//! remote sweep and the abandon window), the target-cluster gate, the finalizers, the engine,
+//! the status write with Ready and observedGeneration on every exit path, and the per-object
+//! back-off.
 //!
 //! The finalizer is handled here rather than through kube-runtime's `finalizer()` helper,
 //! which cannot express the spec's flow: the target gate must run (and write status) before
@@ -13,6 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, Recorder};
@@ -26,7 +28,14 @@ use super::engine::{Engine, PipelineError};
 use super::pass::{ConditionType, Pass, Reconciled};
 use super::plan::{EventNote, JobRecord, Verdict};
 use super::{Flow, REQUEUE_NEXT_PASS, REQUEUE_SECRET_POLLING};
-use crate::clusters::{Clusters, FIELD_MANAGER};
+use crate::clusters::{ClusterError, Clusters, FIELD_MANAGER, Teardown};
+
+/// The finalizer of a CR whose children live on a target cluster, shared across operators:
+/// held until the remote sweep ran (or the target was abandoned).
+pub const REMOTE_CHILDREN: &str = "openstack.c5c3.io/remote-children";
+
+/// The Warning a deleting CR records when its target cluster is abandoned.
+pub const REMOTE_CHILDREN_ABANDONED: &str = "RemoteChildrenAbandoned";
 
 /// How often a converged CR is looked at again without any event.
 pub const RESYNC: std::time::Duration = std::time::Duration::from_secs(600);
@@ -65,6 +74,9 @@ pub enum ReconcileError {
     /// Writing the status failed.
     #[error("writing status: {0}")]
     Status(#[source] kube::Error),
+    /// The remote sweep failed (the remote-children finalizer is kept).
+    #[error("sweeping the remote children: {0}")]
+    Sweep(#[source] ClusterError),
     /// Both failed.
     #[error("{pipeline}; writing status: {status}")]
     Both {
@@ -81,14 +93,17 @@ pub async fn reconcile<K: Reconciled>(
     cr: Arc<K>,
     ctx: Arc<Context<K>>,
 ) -> Result<Action, ReconcileError> {
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &cr.namespace().unwrap_or_default());
-    let has_finalizer = cr.finalizers().iter().any(|f| f == K::FINALIZER);
-    let deleting = cr.meta().deletion_timestamp.is_some();
-    if deleting && !has_finalizer {
-        ctx.backoff.forget(&ObjectRef::from_obj(&*cr));
-        return Ok(Action::await_change());
+    let namespace = cr.namespace().unwrap_or_default();
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &namespace);
+    let has_finalizer = carries(&*cr, K::FINALIZER);
+    if let Some(deleted) = &cr.meta().deletion_timestamp {
+        if !has_finalizer && !carries(&*cr, REMOTE_CHILDREN) {
+            ctx.backoff.forget(&ObjectRef::from_obj(&*cr));
+            return Ok(Action::await_change());
+        }
+        return tear_down(&ctx, &api, &cr, deleted).await;
     }
-    let cluster = match ctx.clusters.resolve(cr.target_cluster()) {
+    let cluster = match ctx.clusters.resolve(cr.target_cluster(), &namespace) {
         Ok(cluster) => cluster,
         Err(message) => {
             // Nothing is created on any cluster and no finalizer is acquired: wait, flat.
@@ -96,55 +111,129 @@ pub async fn reconcile<K: Reconciled>(
                 target = cr.target_cluster().unwrap_or_default(),
                 "target cluster does not resolve"
             );
-            let verdict = Verdict {
-                condition: K::TARGET_GATE,
-                ok: false,
-                reason: Reason::TargetClusterUnavailable,
-                message,
-            };
-            let status = next_status(&*cr, &[verdict], &[]);
-            return finish(
-                &ctx,
-                &api,
-                &cr,
-                Ok(Flow::RequeueAfter(REQUEUE_SECRET_POLLING)),
-                &status,
-            )
-            .await;
+            return target_unavailable(&ctx, &api, &cr, message).await;
         }
     };
-    let mut pass = Pass::with_shared(cr.clone(), cluster, ctx.shared.clone());
-    if deleting {
-        let outcome = ctx.engine.run(cr.cleanup(), &mut pass).await;
-        publish(&ctx, &cr, pass.events()).await;
-        // A cleanup that reports (a drain moving its node ledger) writes its status before the
-        // finalizer goes; one that reports nothing writes none.
-        let status = pass
-            .reported()
-            .then(|| next_status(&*cr, pass.verdicts(), &pass.updates));
-        return match settle(&api, &cr, outcome, status.as_ref()).await? {
-            Flow::Continue => {
-                remove_finalizer(&api, &*cr).await?;
-                K::forget_metrics(
-                    ctx.engine.metrics(),
-                    &cr.namespace().unwrap_or_default(),
-                    &cr.name_any(),
-                );
-                ctx.backoff.forget(&ObjectRef::from_obj(&*cr));
-                Ok(Action::await_change())
-            }
-            Flow::RequeueAfter(after) => Ok(Action::requeue(after)),
-        };
-    }
     if !has_finalizer {
-        add_finalizer(&api, &*cr).await?;
+        add_finalizer(&api, &*cr, K::FINALIZER).await?;
         return Ok(Action::requeue(REQUEUE_NEXT_PASS));
     }
+    if cr.target_cluster().is_some() && !carries(&*cr, REMOTE_CHILDREN) {
+        add_finalizer(&api, &*cr, REMOTE_CHILDREN).await?;
+        return Ok(Action::requeue(REQUEUE_NEXT_PASS));
+    }
+    let mut pass = Pass::with_shared(cr.clone(), cluster, ctx.shared.clone());
     let outcome = ctx.engine.run(K::pipeline(), &mut pass).await;
     publish(&ctx, &cr, pass.events()).await;
     count_jobs(&ctx, &api, &*cr, &pass.records).await;
     let status = next_status(&*cr, pass.verdicts(), &pass.updates);
     finish(&ctx, &api, &cr, outcome, &status).await
+}
+
+/// The first gate False with `TargetClusterUnavailable`, written, and a flat 15 s requeue.
+async fn target_unavailable<K: Reconciled>(
+    ctx: &Context<K>,
+    api: &Api<K>,
+    cr: &Arc<K>,
+    message: String,
+) -> Result<Action, ReconcileError> {
+    let verdict = Verdict {
+        condition: K::TARGET_GATE,
+        ok: false,
+        reason: Reason::TargetClusterUnavailable,
+        message,
+    };
+    let status = next_status(&**cr, &[verdict], &[]);
+    finish(
+        ctx,
+        api,
+        cr,
+        Ok(Flow::RequeueAfter(REQUEUE_SECRET_POLLING)),
+        &status,
+    )
+    .await
+}
+
+/// The deletion path (`common-types.md` §3.1 step 2): resolve with the deletion variant, run
+/// the kind's cleanup while the service finalizer is held, then sweep the remote children
+/// while the remote-children finalizer is held, then release both. A target abandoned after
+/// the window releases them at once, with a Warning naming what stays.
+async fn tear_down<K: Reconciled>(
+    ctx: &Context<K>,
+    api: &Api<K>,
+    cr: &Arc<K>,
+    deleted: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> Result<Action, ReconcileError> {
+    let since = std::time::Duration::try_from(Timestamp::now().duration_since(deleted.0))
+        .unwrap_or_default();
+    let namespace = cr.namespace().unwrap_or_default();
+    let cluster = match ctx
+        .clusters
+        .resolve_for_deletion(cr.target_cluster(), &namespace, since)
+        .await
+    {
+        Teardown::Through(cluster) => cluster,
+        Teardown::Wait(message) => return target_unavailable(ctx, api, cr, message).await,
+        Teardown::Abandon(note) => {
+            tracing::warn!(
+                target = cr.target_cluster().unwrap_or_default(),
+                "target cluster abandoned; releasing the finalizers"
+            );
+            let abandoned = EventNote {
+                warning: true,
+                reason: REMOTE_CHILDREN_ABANDONED,
+                note,
+            };
+            publish(ctx, cr, &[abandoned]).await;
+            return release(ctx, api, cr).await;
+        }
+    };
+    let mut pass = Pass::with_shared(cr.clone(), cluster.clone(), ctx.shared.clone());
+    if carries(&**cr, K::FINALIZER) {
+        let outcome = ctx.engine.run(cr.cleanup(), &mut pass).await;
+        publish(ctx, cr, pass.events()).await;
+        // A cleanup that reports (a drain moving its node ledger) writes its status before the
+        // finalizer goes; one that reports nothing writes none.
+        let status = pass
+            .reported()
+            .then(|| next_status(&**cr, pass.verdicts(), &pass.updates));
+        if let Flow::RequeueAfter(after) = settle(api, cr, outcome, status.as_ref()).await? {
+            return Ok(Action::requeue(after));
+        }
+    }
+    if carries(&**cr, REMOTE_CHILDREN) {
+        for kind in K::remote_kinds() {
+            let swept = cluster
+                .sweep(&pass.owner, &kind)
+                .await
+                .map_err(ReconcileError::Sweep)?;
+            if swept > 0 {
+                tracing::info!(kind = %kind.kind, deleted = swept, "swept remote children");
+            }
+        }
+    }
+    release(ctx, api, cr).await
+}
+
+/// Removes both finalizers and forgets the CR's metrics and back-off.
+async fn release<K: Reconciled>(
+    ctx: &Context<K>,
+    api: &Api<K>,
+    cr: &Arc<K>,
+) -> Result<Action, ReconcileError> {
+    remove_finalizers(api, &**cr).await?;
+    K::forget_metrics(
+        ctx.engine.metrics(),
+        &cr.namespace().unwrap_or_default(),
+        &cr.name_any(),
+    );
+    ctx.backoff.forget(&ObjectRef::from_obj(&**cr));
+    Ok(Action::await_change())
+}
+
+/// Whether the CR carries `finalizer`.
+fn carries<K: Reconciled>(cr: &K, finalizer: &str) -> bool {
+    cr.finalizers().iter().any(|f| f == finalizer)
 }
 
 /// Writes the status if it changed and turns the outcome into the controller's action;
@@ -360,20 +449,25 @@ async fn patch_finalizers<K: Reconciled>(
     Ok(())
 }
 
-async fn add_finalizer<K: Reconciled>(api: &Api<K>, cr: &K) -> Result<(), ReconcileError> {
+async fn add_finalizer<K: Reconciled>(
+    api: &Api<K>,
+    cr: &K,
+    finalizer: &str,
+) -> Result<(), ReconcileError> {
     let mut finalizers = cr.finalizers().to_vec();
-    finalizers.push(K::FINALIZER.to_owned());
+    finalizers.push(finalizer.to_owned());
     patch_finalizers(api, cr, finalizers, "adding the finalizer").await
 }
 
-async fn remove_finalizer<K: Reconciled>(api: &Api<K>, cr: &K) -> Result<(), ReconcileError> {
+/// Removes the service and the remote-children finalizer, keeping any other.
+async fn remove_finalizers<K: Reconciled>(api: &Api<K>, cr: &K) -> Result<(), ReconcileError> {
     let finalizers = cr
         .finalizers()
         .iter()
-        .filter(|f| *f != K::FINALIZER)
+        .filter(|f| *f != K::FINALIZER && *f != REMOTE_CHILDREN)
         .cloned()
         .collect();
-    patch_finalizers(api, cr, finalizers, "removing the finalizer").await
+    patch_finalizers(api, cr, finalizers, "removing the finalizers").await
 }
 
 #[cfg(test)]

@@ -19,7 +19,6 @@ use nova_controller::pipeline::runner::Options;
 use nova_controller::{nova, novacompute};
 use serde_json::json;
 
-
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 pub const API_DB_PASSWORD: &str = "api-db-Pa55:word/1";
 pub const CELL_DB_PASSWORD: &str = "cell-db-Pa55@word";
@@ -78,21 +77,34 @@ pub async fn start_controller_probing(
     ns: &str,
     probe: std::net::SocketAddr,
 ) -> Metrics {
+    start_controller_placing(client, ns, probe, None).await
+}
+
+/// Like [`start_controller_probing`], with the registered target clusters `targets`.
+pub async fn start_controller_placing(
+    client: Client,
+    ns: &str,
+    probe: std::net::SocketAddr,
+    targets: Option<Arc<nova_controller::clusters::Fleet>>,
+) -> Metrics {
     let registry = Registry::default()
         .register(nova::controller::kinds())
         .probe_services_at(Some(probe));
-    start_on(client, Some(ns.to_owned()), registry, |c, m, cluster, o| {
+    let scope = Some(ns.to_owned());
+    start_on(client, scope, registry, targets, |c, m, cluster, o| {
         nova::controller::run(c, m, cluster, o, futures::future::pending())
     })
     .await
 }
 
-/// Starts a controller (`run`) in-process on a handle over `registry` watching `scope`, once
-/// the handle's caches synced; returns the controller's metrics.
+/// Starts a controller (`run`) in-process on a handle over `registry` watching `scope` (and
+/// the target clusters `targets`), once the handle's caches synced; returns the controller's
+/// metrics.
 async fn start_on<F, Run>(
     client: Client,
     scope: Option<String>,
     registry: Registry,
+    targets: Option<Arc<nova_controller::clusters::Fleet>>,
     run: F,
 ) -> Metrics
 where
@@ -106,6 +118,7 @@ where
         scope,
         concurrency: 2,
         instance: None,
+        targets,
     };
     tokio::spawn(run(client, metrics.clone(), cluster, options));
     metrics
@@ -194,7 +207,7 @@ pub async fn start_novacompute(client: Client, registry: Registry) -> Metrics {
     let registry = registry
         .register(nova::controller::kinds())
         .register(novacompute::controller::kinds());
-    start_on(client, None, registry, |c, m, cluster, o| {
+    start_on(client, None, registry, None, |c, m, cluster, o| {
         novacompute::controller::run(c, m, cluster, o, futures::future::pending())
     })
     .await
@@ -372,6 +385,20 @@ pub const READ_RESOURCES: [&str; 16] = [
 
 /// Read verbs that reach the API server (a WATCH is the cache, not a read).
 pub const READ_VERBS: [&str; 2] = ["GET", "LIST"];
+/// Every resource a Nova pass could write besides the Nova itself (its events included).
+pub const WRITTEN_RESOURCES: [&str; 11] = [
+    "secrets",
+    "configmaps",
+    "events",
+    "deployments",
+    "services",
+    "poddisruptionbudgets",
+    "horizontalpodautoscalers",
+    "networkpolicies",
+    "databases",
+    "users",
+    "grants",
+];
 /// Write verbs.
 pub const WRITE_VERBS: [&str; 5] = ["POST", "PUT", "PATCH", "APPLY", "DELETE"];
 
