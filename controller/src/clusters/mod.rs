@@ -569,6 +569,13 @@ pub trait ClusterExt: Cluster {
 
 impl<C: Cluster + ?Sized> ClusterExt for C {}
 
+/// Whether a deleting CR abandons its remote children: only when both this process has failed
+/// to resolve the target for the whole window and the deletion is that old (a restart or a
+/// fresh deletion restarts the wait).
+fn abandons(failing: Duration, since_deletion: Duration, window: Duration) -> bool {
+    failing >= window && since_deletion >= window
+}
+
 /// What an unregistered (or not yet engaged) target cluster resolves to.
 pub const CLUSTER_NOT_FOUND: &str = "cluster not found";
 
@@ -659,7 +666,7 @@ impl Clusters {
             .get(name)
             .map(Instant::elapsed)
             .unwrap_or_default();
-        if failing >= window && since_deletion >= window {
+        if abandons(failing, since_deletion, window) {
             return Teardown::Abandon(format!(
                 "Target cluster {name} has not resolved for {}s ({error}): the objects labelled as owned by this object stay behind on it; releasing the finalizers",
                 window.as_secs()
@@ -685,6 +692,7 @@ impl Clusters {
         self.failures.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The abandon window: the fleet's, or [`ABANDON_AFTER`] when target clusters are off.
     fn abandon_after(&self) -> Duration {
         self.targets
             .as_ref()
@@ -752,6 +760,19 @@ mod tests {
         assert!(!o.controls(&meta(vec![reference("u1", None)])));
         assert!(!o.controls(&meta(vec![reference("u2", Some(true))])));
         assert!(!o.controls(&ObjectMeta::default()));
+    }
+
+    #[test]
+    fn the_abandon_window_needs_both_clocks() {
+        let (window, s) = (ABANDON_AFTER, Duration::from_secs);
+        assert!(abandons(s(300), s(300), window));
+        assert!(abandons(s(900), s(301), window));
+        assert!(
+            !abandons(s(299), s(900), window),
+            "this process failed too recently"
+        );
+        assert!(!abandons(s(900), s(299), window), "deleted too recently");
+        assert!(!abandons(Duration::ZERO, Duration::ZERO, window));
     }
 
     #[test]
