@@ -5,6 +5,7 @@
 //! A request that cannot be understood becomes an error response, never a panic.
 
 pub mod mutate;
+mod tape;
 pub mod validate;
 pub mod wire;
 

@@ -1,17 +1,20 @@
 //! The defaulting webhook of a kind: the RFC 6902 patch from the spec as received to the
 //! defaulted one. A CR being deleted is left alone, so the finalizer removal keeps its spec.
 //!
-//! The spec is decoded once, typed, from the borrowed body; the patch is the difference the
-//! defaulting made, found by walking the two serialized specs side by side, descending only
-//! into members whose bytes differ, and it carries those bytes: no JSON tree is built.
+//! The spec is decoded once, typed, from the borrowed body, and defaulted in place. The patch
+//! is the difference the defaulting made: the spec is serialized before and after with a
+//! record of where each member lies ([`Tape`]), and the two records are walked side by side,
+//! descending only into members whose bytes differ. The operations are written straight into
+//! the patch's JSON, carrying those bytes; nothing is parsed back and no JSON tree is built.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::de::Visitor;
-use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::value::{RawValue, to_raw_value};
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
 
+use super::tape::{Entry, Tape};
 use super::wire::{self, Head, Response, Review};
 use crate::admitted::Admitted;
 use crate::field::Status;
@@ -32,93 +35,154 @@ pub fn mutate<K: Admitted>(review: &Review) -> Response {
     }
     // A spec that does not decode is left to the schema and the validating webhook, which
     // name the offending field; the defaulting webhook has nothing to add to it.
-    let Some(spec) = head.spec else {
+    let Some(received) = head.spec else {
         return Response::allow(uid);
     };
-    let Ok(before) = serde_json::from_str::<K::Spec>(spec.get()) else {
+    let Ok(mut spec) = serde_json::from_str::<K::Spec>(received.get()) else {
         return Response::allow(uid);
     };
-    let mut after = before.clone();
-    K::default_spec(&mut after);
-    if after == before {
-        return Response::allow(uid);
-    }
-    let (before, after) = match (to_raw_value(&before), to_raw_value(&after)) {
-        (Ok(b), Ok(a)) => (b, a),
-        (Err(e), _) | (_, Err(e)) => {
-            return Response::deny(uid, Status::internal(format!("encoding the patch: {e}")));
-        }
+    let before = match Tape::of(&spec) {
+        Ok(t) => t,
+        Err(e) => return Response::deny(uid, Status::internal(format!("encoding the patch: {e}"))),
     };
-    let ops = spec_patch(&before, &after);
-    // The types also read a block written as a JSON array (serde's sequence form of a
-    // struct), where no member path exists; such a spec is left to the schema, which refuses
-    // it, rather than answered with a patch the API server cannot apply.
-    if ops.is_empty() || !applies(spec, &ops) {
-        return Response::allow(uid);
-    }
-    match serde_json::to_vec(&ops) {
-        Ok(patch) => Response::patched(uid, &patch),
-        Err(e) => Response::deny(uid, Status::internal(format!("encoding the patch: {e}"))),
+    K::default_spec(&mut spec);
+    let after = match Tape::of(&spec) {
+        Ok(t) => t,
+        Err(e) => return Response::deny(uid, Status::internal(format!("encoding the patch: {e}"))),
+    };
+    match spec_patch(&before, &after, received) {
+        Some(patch) => Response::patched(uid, &patch),
+        None => Response::allow(uid),
     }
 }
 
-/// The RFC 6902 patch, addressed under `/spec`, that turns `before` into `after`: `add` for a
-/// member only `after` has, `remove` for one only `before` has, `replace` for a value that
-/// differs (arrays are replaced whole; defaulting never edits inside one). `before` is the
-/// received spec as the types read it, so the patch carries the defaults only.
+/// The RFC 6902 patch, addressed under `/spec`, that turns `before` into `after`, as JSON:
+/// `add` for a member only `after` has, `remove` for one only `before` has, `replace` for a
+/// value that differs (arrays are replaced whole; defaulting never edits inside one). `before`
+/// is the received spec as the types read it, so the patch carries the defaults only.
 ///
-/// Both are the serialized specs; equal members compare as equal bytes and are not descended
-/// into, and the values the patch carries are those bytes, so no JSON tree is built.
-pub fn spec_patch<'a>(before: &'a RawValue, after: &'a RawValue) -> Vec<Op<'a>> {
-    let mut ops = Vec::new();
-    let mut path = String::from("/spec");
-    diff(&mut path, before, after, &mut ops);
-    ops
-}
-
-/// One patch operation.
-#[derive(Debug, Serialize)]
-pub struct Op<'a> {
-    op: &'static str,
-    path: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    value: Option<&'a RawValue>,
-}
-
-fn diff<'a>(path: &mut String, before: &'a RawValue, after: &'a RawValue, ops: &mut Vec<Op<'a>>) {
-    if before.get() == after.get() {
-        return;
+/// `None` when nothing changed, or when the patch would not apply to the spec as `received`:
+/// the types also read a block written as a JSON array (serde's sequence form of a struct),
+/// where no member path exists, and such a spec is left to the schema, which refuses it,
+/// rather than answered with a patch the API server cannot apply.
+fn spec_patch(before: &Tape, after: &Tape, received: &RawValue) -> Option<Vec<u8>> {
+    if before.json() == after.json() || !before.is_object() || !after.is_object() {
+        return None;
     }
-    let (Some(b), Some(a)) = (members(before), members(after)) else {
-        ops.push(Op {
-            op: "replace",
-            path: path.clone(),
-            value: Some(after),
-        });
-        return;
+    let mut patch = Patch {
+        before,
+        after,
+        path: String::from("/spec"),
+        json: Vec::with_capacity(after.json().len()),
     };
-    let len = path.len();
-    for key in b.keys().filter(|k| !a.contains_key(*k)) {
-        push_token(path, &key.0);
-        ops.push(Op {
-            op: "remove",
-            path: path.clone(),
-            value: None,
-        });
-        path.truncate(len);
+    patch.json.push(b'[');
+    patch.diff(0, 0, received).ok()?;
+    if patch.json.len() == 1 {
+        // Members written in another order, nothing else: no change.
+        return None;
     }
-    for (key, value) in a {
-        push_token(path, &key.0);
-        match b.get(&key) {
-            Some(old) => diff(path, old, value, ops),
-            None => ops.push(Op {
-                op: "add",
-                path: path.clone(),
-                value: Some(value),
-            }),
+    patch.json.push(b']');
+    Some(patch.json)
+}
+
+/// The walk over two tapes, writing the operations as it finds them.
+struct Patch<'t> {
+    before: &'t Tape,
+    after: &'t Tape,
+    /// The JSON pointer of the object being compared, as JSON string contents.
+    path: String,
+    json: Vec<u8>,
+}
+
+/// The patch does not apply to the spec as received.
+struct NotApplicable;
+
+impl<'t> Patch<'t> {
+    /// Compares object `old` of `before` with object `new` of `after`; `received` is the same
+    /// object in the spec as received, which must be an object holding every member the
+    /// operations remove, replace or descend into. Within an object, removals come first,
+    /// then the rest, each in key order.
+    fn diff(&mut self, old: usize, new: usize, received: &RawValue) -> Result<(), NotApplicable> {
+        let here = members(received).ok_or(NotApplicable)?;
+        let old: Vec<Entry<'t>> = self.before.entries(old).collect();
+        let new: Vec<Entry<'t>> = self.after.entries(new).collect();
+        let mut removed: Vec<&Entry<'t>> = old
+            .iter()
+            .filter(|o| find(&new, o.key, 0).is_none())
+            .collect();
+        removed.sort_unstable_by_key(|e| e.key);
+        let mut changed: Vec<(&Entry<'t>, Option<&Entry<'t>>)> = Vec::new();
+        let mut hint = 0;
+        for n in &new {
+            let o = find(&old, n.key, hint);
+            if let Some(i) = o {
+                hint = i + 1;
+                if old[i].value == n.value {
+                    continue;
+                }
+            }
+            changed.push((n, o.map(|i| &old[i])));
         }
-        path.truncate(len);
+        changed.sort_unstable_by_key(|(n, _)| n.key);
+        let len = self.path.len();
+        for e in removed {
+            if !here.contains_key(&Key(unescape(e.key))) {
+                return Err(NotApplicable);
+            }
+            self.op("remove", e.key, None);
+        }
+        for (n, o) in changed {
+            match (o, o.and_then(|o| o.object), n.object) {
+                (None, ..) => self.op("add", n.key, Some(n.value)),
+                (Some(_), Some(old_object), Some(new_object)) => {
+                    let inner = here.get(&Key(unescape(n.key))).ok_or(NotApplicable)?;
+                    push_token(&mut self.path, n.key);
+                    self.diff(old_object, new_object, inner)?;
+                    self.path.truncate(len);
+                }
+                (Some(_), ..) => {
+                    if !here.contains_key(&Key(unescape(n.key))) {
+                        return Err(NotApplicable);
+                    }
+                    self.op("replace", n.key, Some(n.value));
+                }
+            }
+        }
+        Ok(())
     }
+
+    /// Writes one operation on member `key` of the object at `self.path`.
+    fn op(&mut self, op: &str, key: &str, value: Option<&str>) {
+        if self.json.len() > 1 {
+            self.json.push(b',');
+        }
+        let json = &mut self.json;
+        json.extend_from_slice(b"{\"op\":\"");
+        json.extend_from_slice(op.as_bytes());
+        json.extend_from_slice(b"\",\"path\":\"");
+        json.extend_from_slice(self.path.as_bytes());
+        let len = self.path.len();
+        push_token(&mut self.path, key);
+        self.json.extend_from_slice(&self.path.as_bytes()[len..]);
+        self.path.truncate(len);
+        self.json.push(b'"');
+        if let Some(value) = value {
+            self.json.extend_from_slice(b",\"value\":");
+            self.json.extend_from_slice(value.as_bytes());
+        }
+        self.json.push(b'}');
+    }
+}
+
+/// The index of the entry with `key`, looked for from `hint` on first: both tapes come from
+/// the same type, so members mostly appear in the same order.
+fn find(entries: &[Entry<'_>], key: &str, hint: usize) -> Option<usize> {
+    let hint = hint.min(entries.len());
+    let (front, back) = entries.split_at(hint);
+    back.iter()
+        .position(|e| e.key == key)
+        .map(|i| i + hint)
+        .or_else(|| front.iter().position(|e| e.key == key))
 }
 
 /// A member name, borrowed from the document unless it carries escapes.
@@ -149,56 +213,17 @@ fn members(raw: &RawValue) -> Option<BTreeMap<Key<'_>, &RawValue>> {
     serde_json::from_str(raw.get()).ok()
 }
 
-/// Whether every operation finds its place in the spec as received: the parent object of an
-/// `add`, the member a `remove` or `replace` names. The spec's members are read once; a
-/// deeper parent is read when the (sorted) operations reach it.
-fn applies(received: &RawValue, ops: &[Op<'_>]) -> bool {
-    let Some(root) = members(received) else {
-        return false;
-    };
-    let mut nested: Option<(&str, BTreeMap<Key<'_>, &RawValue>)> = None;
-    ops.iter().all(|op| {
-        let Some((parent, last)) = op.path.rsplit_once('/') else {
-            return false;
-        };
-        let parent_members = if parent == "/spec" {
-            &root
-        } else {
-            if nested.as_ref().is_none_or(|(p, _)| *p != parent) {
-                let mut tokens = parent.split('/').skip(2);
-                let found = tokens
-                    .next()
-                    .and_then(|first| root.get(&Key(unescape(first))).copied())
-                    .and_then(|start| {
-                        tokens.try_fold(start, |node, token| {
-                            members(node)?.get(&Key(unescape(token))).copied()
-                        })
-                    })
-                    .and_then(members);
-                match found {
-                    Some(m) => nested = Some((parent, m)),
-                    None => return false,
-                }
-            }
-            match &nested {
-                Some((_, m)) => m,
-                None => return false,
-            }
-        };
-        op.op == "add" || parent_members.contains_key(&Key(unescape(last)))
-    })
-}
-
-/// An RFC 6901 token as the member name it stands for.
-fn unescape(token: &str) -> Cow<'_, str> {
-    if token.contains('~') {
-        Cow::Owned(token.replace("~1", "/").replace("~0", "~"))
+/// The member name a tape key (JSON string contents, still escaped) stands for.
+fn unescape(key: &str) -> Cow<'_, str> {
+    if key.contains('\\') {
+        Cow::Owned(serde_json::from_str(&format!("\"{key}\"")).unwrap_or_default())
     } else {
-        Cow::Borrowed(token)
+        Cow::Borrowed(key)
     }
 }
 
-/// Appends `/<key>` with RFC 6901 escaping.
+/// Appends `/<key>` with RFC 6901 escaping. The key is JSON string contents, whose escapes
+/// hold neither `~` nor `/`, so the result is still valid JSON string contents.
 fn push_token(path: &mut String, key: &str) {
     path.push('/');
     for c in key.chars() {
@@ -207,5 +232,66 @@ fn push_token(path: &mut String, key: &str) {
             '/' => path.push_str("~1"),
             c => path.push(c),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    /// The patch from `before` to `after` for a spec received as `received`, decoded.
+    fn patch(before: Value, after: Value, received: &str) -> Option<Value> {
+        let received = RawValue::from_string(received.to_owned()).unwrap();
+        let (before, after) = (Tape::of(&before).unwrap(), Tape::of(&after).unwrap());
+        spec_patch(&before, &after, &received).map(|p| serde_json::from_slice(&p).unwrap())
+    }
+
+    #[test]
+    fn removals_come_first_then_every_change_in_key_order() {
+        let before = json!({"z": 1, "m": {"keep": true, "drop": 1}, "a": "x"});
+        let after = json!({"z": 2, "m": {"keep": true, "new": {"n": 1}}, "a": "x", "b": [1]});
+        let received = r#"{"a":"x","z":1,"m":{"keep":true,"drop":1}}"#;
+        assert_eq!(
+            patch(before, after, received),
+            Some(json!([
+                {"op": "add", "path": "/spec/b", "value": [1]},
+                {"op": "remove", "path": "/spec/m/drop"},
+                {"op": "add", "path": "/spec/m/new", "value": {"n": 1}},
+                {"op": "replace", "path": "/spec/z", "value": 2},
+            ]))
+        );
+    }
+
+    #[test]
+    fn keys_are_escaped_for_the_pointer_and_the_json() {
+        let before = json!({"a/b~c\"d": {"x": 1}});
+        let after = json!({"a/b~c\"d": {"x": 2}});
+        let received = r#"{"a/b~c\"d":{"x":1}}"#;
+        assert_eq!(
+            patch(before, after, received),
+            Some(json!([{"op": "replace", "path": "/spec/a~1b~0c\"d/x", "value": 2}]))
+        );
+    }
+
+    #[test]
+    fn no_change_is_no_patch() {
+        let spec = json!({"a": {"b": 1}});
+        assert_eq!(patch(spec.clone(), spec, r#"{"a":{"b":1}}"#), None);
+    }
+
+    #[test]
+    fn a_patch_that_would_not_apply_to_the_received_spec_is_none() {
+        // A block written in serde's sequence form, which the types read but no path reaches.
+        let before = json!({"a": {"b": 1}});
+        let after = json!({"a": {"b": 1, "c": 2}});
+        assert_eq!(patch(before.clone(), after.clone(), r#"{"a":[1]}"#), None);
+        // A block the types supplied that the received spec lacks.
+        assert_eq!(patch(before.clone(), after.clone(), r#"{}"#), None);
+        // A member to replace that the received spec lacks.
+        let replaced = json!({"a": {"b": 2}});
+        assert_eq!(patch(before, replaced, r#"{"a":{}}"#), None);
+        // A spec that is no object.
+        assert_eq!(patch(json!({"a": 1}), json!({"a": 2}), "[]"), None);
     }
 }
