@@ -19,6 +19,8 @@ use nova_controller::pipeline::runner::Options;
 use nova_controller::{nova, novacompute};
 use serde_json::json;
 
+pub mod real;
+
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 pub const API_DB_PASSWORD: &str = "api-db-Pa55:word/1";
 pub const CELL_DB_PASSWORD: &str = "cell-db-Pa55@word";

@@ -1,0 +1,259 @@
+//! Fixtures of the suites that run the operator's Nova on the real node against the harness's
+//! real OpenStack (`nova_real`, `nova_db_guards`): the Nova pinned to a node image, its real
+//! inputs, the waits that dump the namespace when they give up, and SQL run as MariaDB's root.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Pod, Secret};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::{Client, ResourceExt};
+use nova_api::v1alpha1::{ImageSpec, Nova};
+use nova_controller::clusters::kinds;
+use nova_test_harness::images::{MARIADB_IMAGE, nova_image, pinned};
+use nova_test_harness::openstack::{self, OpenStack};
+use nova_test_harness::pods;
+use serde_json::{Value, json};
+
+use super::*;
+
+/// The bound of each real phase (a db-sync Job took 60-130 s on the 2-core machine).
+pub const REAL_TIMEOUT: Duration = Duration::from_secs(420);
+/// The nil UUID nova gives cell0.
+pub const CELL0: &str = "00000000-0000-0000-0000-000000000000";
+
+/// The sample Nova in `ns`, its image pinned by the digest of the node's nova image of a
+/// release, one API replica (the 2-core node runs every role at once).
+pub fn real_nova(ns: &str, image: &str) -> Nova {
+    let mut nova = example(ns);
+    nova.spec.open_stack_release = release_of(image).to_owned();
+    let (repository, digest) = image.split_once('@').expect("a digest reference");
+    nova.spec.image = ImageSpec {
+        repository: repository.to_owned(),
+        tag: None,
+        digest: Some(digest.to_owned()),
+    };
+    let mut spec = serde_json::to_value(&nova.spec).expect("spec");
+    spec["api"] = json!({"deployment": {"replicas": 1}});
+    nova.spec = serde_json::from_value(spec).expect("spec");
+    nova
+}
+
+/// Every input of the sample Nova, for real where the OpenStack runs: the credential Secrets
+/// (the service user's password is Keystone's), the Ready SecretStore, the RabbitmqCluster and
+/// the Database/User/Grant objects for the simulated operators, a MariaDB cluster reported
+/// Ready (simulated), and the shared services exposed under the sample's names.
+pub async fn provide_real_inputs(os: &OpenStack, client: &Client, ns: &str) {
+    os.expose_in(client, ns).await.expect("expose");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    put_secret(
+        &secrets,
+        "nova-api-db",
+        &[("username", "nova-api"), ("password", API_DB_PASSWORD)],
+    )
+    .await;
+    put_secret(
+        &secrets,
+        "nova-db",
+        &[("username", "nova"), ("password", CELL_DB_PASSWORD)],
+    )
+    .await;
+    os.write_service_user_secret(client, ns, "nova-keystone")
+        .await
+        .expect("service user");
+    put_secret(
+        &secrets,
+        "nova-metadata-secret",
+        &[("shared_secret", SHARED_SECRET)],
+    )
+    .await;
+    create_secret_store(client, ns).await;
+    let rabbits =
+        Api::<DynamicObject>::namespaced_with(client.clone(), ns, &kinds::rabbitmq_cluster());
+    rabbits
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(
+                json!({"apiVersion": "rabbitmq.com/v1beta1", "kind": "RabbitmqCluster",
+                "metadata": {"name": openstack::RABBITMQ}, "spec": {}}),
+            )
+            .expect("cluster"),
+        )
+        .await
+        .expect("RabbitmqCluster");
+    let clusters = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &kinds::mariadb());
+    create_with_status(
+        &clusters,
+        json!({"apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "MariaDB",
+               "metadata": {"name": openstack::MARIADB}, "spec": {}}),
+        json!({"conditions": [{"type": "Ready", "status": "True", "reason": "Running",
+               "message": "simulated mariadb-operator: the harness's MariaDB runs in namespace openstack",
+               "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
+    )
+    .await;
+}
+
+/// Prints the conditions of the Nova and the state and log tail of every pod in `ns`: what a
+/// failing real run needs to be understood.
+pub async fn dump(client: &Client, ns: &str) {
+    let novas: Api<Nova> = Api::namespaced(client.clone(), ns);
+    if let Ok(nova) = novas.get("nova").await {
+        for c in nova.status.iter().flat_map(|s| s.conditions.iter()) {
+            eprintln!(
+                "condition {} {} {}: {}",
+                c.type_, c.status, c.reason, c.message
+            );
+        }
+    }
+    let all: Api<Pod> = Api::namespaced(client.clone(), ns);
+    for pod in all
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        let name = pod.name_any();
+        let states = serde_json::to_string(&pod.status.as_ref().map(|s| &s.container_statuses))
+            .unwrap_or_default();
+        eprintln!("pod {name}: {states}");
+        for container in pod.spec.iter().flat_map(|s| s.containers.iter()) {
+            let log = pods::logs(client, ns, &name, &container.name)
+                .await
+                .unwrap_or_else(|e| e.to_string());
+            let tail: Vec<&str> = log.lines().rev().take(25).collect();
+            eprintln!("--- {name}/{}:", container.name);
+            for line in tail.iter().rev() {
+                eprintln!("    {line}");
+            }
+        }
+    }
+}
+
+/// Waits until `check` passes on the Nova, playing the Gateway meanwhile; dumps the namespace
+/// and fails after [`REAL_TIMEOUT`].
+pub async fn wait_nova(
+    client: &Client,
+    ns: &str,
+    what: &str,
+    check: impl Fn(&Nova) -> bool,
+) -> Nova {
+    wait_nova_for(client, ns, what, REAL_TIMEOUT, check).await
+}
+
+/// [`wait_nova`] with another bound.
+pub async fn wait_nova_for(
+    client: &Client,
+    ns: &str,
+    what: &str,
+    timeout: Duration,
+    check: impl Fn(&Nova) -> bool,
+) -> Nova {
+    let novas: Api<Nova> = Api::namespaced(client.clone(), ns);
+    let deadline = Instant::now() + timeout;
+    loop {
+        accept_routes(client, ns).await;
+        let nova = novas.get("nova").await.expect("nova");
+        if check(&nova) {
+            return nova;
+        }
+        if Instant::now() > deadline {
+            dump(client, ns).await;
+            panic!("{what} not within {timeout:?}");
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+pub fn holds(nova: &Nova, type_: &str, status: &str) -> bool {
+    nova.status
+        .iter()
+        .flat_map(|s| s.conditions.iter())
+        .any(|c| c.type_ == type_ && c.status == status)
+}
+
+pub fn reason<'a>(nova: &'a Nova, type_: &str) -> Option<&'a str> {
+    nova.status
+        .iter()
+        .flat_map(|s| s.conditions.iter())
+        .find(|c| c.type_ == type_)
+        .map(|c| c.reason.as_str())
+}
+
+pub fn cells(nova: &Nova) -> Vec<(String, String)> {
+    nova.status
+        .iter()
+        .flat_map(|s| s.cells.iter())
+        .map(|c| (c.name.clone(), c.uuid.clone()))
+        .collect()
+}
+
+/// Runs a Job of the tools or MariaDB image whose script writes its answer to the termination
+/// log, and returns the answer (failing when the script fails).
+pub async fn probe_job(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    image: &str,
+    script: &str,
+    env: Value,
+) -> String {
+    openstack::apply(
+        client,
+        &json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": { "name": name, "namespace": ns },
+            "spec": { "backoffLimit": 0, "template": { "spec": {
+                "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                "containers": [{ "name": "probe", "image": image, "imagePullPolicy": "Never",
+                    "command": ["sh", "-c", script], "env": env }]
+            }}}
+        }),
+    )
+    .await
+    .expect("probe Job");
+    let t = pods::wait_for_job_termination(client, ns, name, "probe", REAL_TIMEOUT)
+        .await
+        .expect("probe Job ends");
+    assert_eq!(t.exit_code, 0, "{name}: {t:?}");
+    t.message
+}
+
+/// Runs SQL as MariaDB's root in a pod; what it prints is the answer.
+pub async fn query(client: &Client, ns: &str, job: &str, sql: &str) -> String {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let os_secrets: Api<Secret> = Api::namespaced(client.clone(), openstack::NAMESPACE);
+    let root = os_secrets
+        .get("openstack-mariadb-root")
+        .await
+        .expect("root Secret");
+    let password = root
+        .data
+        .and_then(|d| {
+            d.get("password")
+                .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+        })
+        .expect("root password");
+    put_secret(&secrets, "test-mariadb-root", &[("password", &password)]).await;
+    probe_job(
+        client,
+        ns,
+        job,
+        MARIADB_IMAGE,
+        &format!("mariadb -N -B -h {}.{ns}.svc -u root -e \"{sql}\" > /dev/termination-log", openstack::MARIADB),
+        json!([{ "name": "MYSQL_PWD", "valueFrom": { "secretKeyRef": { "name": "test-mariadb-root", "key": "password" } } }]),
+    )
+    .await
+}
+
+/// The release of a pinned nova image reference.
+pub fn release_of(image: &str) -> &'static str {
+    nova_test_harness::images::RELEASES
+        .into_iter()
+        .find(|r| pinned(&nova_image(r)).is_ok_and(|p| p == image))
+        .expect("a built release")
+}
+
+/// Deletes the namespace of a finished test, so its nova pods stop taking the node's CPU.
+pub async fn finish(client: &Client, ns: &str) {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let _ = namespaces.delete(ns, &DeleteParams::background()).await;
+}
