@@ -9,6 +9,8 @@
 //!   Secret (username, password, host, port) for the shared broker and the status reference to it.
 //! - **simulated external-secrets**: every `SecretStore`/`ClusterSecretStore` is reported `Ready`
 //!   (the credential Secrets themselves are written directly by the tests).
+//! - **simulated OVN chassis** ([`ovn_chassis`]): the real node runs no Open vSwitch, so a pod
+//!   answers the compute pools' chassis gate on the host's OVSDB socket.
 //!
 //! They run on a thread of their own (each test has its own runtime) and poll every 500 ms.
 
@@ -389,6 +391,64 @@ async fn default_user(
         "defaultUser": { "secretReference": { "name": secret, "namespace": ns,
             "keys": { "username": "username", "password": "password" } } }
     }))
+}
+
+/// The SIMULATED OVN chassis of the real node, which runs no Open vSwitch: a pod answering the
+/// compute pools' `wait-for-chassis` gate on the host's OVSDB socket. `scripts/run.sh` applies
+/// the same manifest.
+pub const OVN_CHASSIS: &str = include_str!("simulated-ovn-chassis.yaml");
+
+/// Runs the simulated OVN chassis in `namespace` from `image` (one with python3: the node's nova
+/// image) and waits until its socket is there.
+pub async fn ovn_chassis(
+    client: &kube::Client,
+    namespace: &str,
+    image: &str,
+    timeout: Duration,
+) -> Result<()> {
+    use k8s_openapi::api::core::v1::Pod;
+    let invalid = |e: String| Error::Invalid {
+        context: "the simulated OVN chassis manifest".into(),
+        message: e,
+    };
+    let mut pod: Value = serde_saphyr::from_str(OVN_CHASSIS).map_err(|e| invalid(e.to_string()))?;
+    pod["metadata"]["namespace"] = json!(namespace);
+    pod["spec"]["containers"][0]["image"] = json!(image);
+    let name = pod["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    pods.patch(
+        &name,
+        &PatchParams::apply("simulated-ovn-chassis").force(),
+        &Patch::Apply(&pod),
+    )
+    .await
+    .map_err(kube_err(format!("applying Pod {namespace}/{name}")))?;
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let pod = pods
+            .get(&name)
+            .await
+            .map_err(kube_err(format!("reading Pod {namespace}/{name}")))?;
+        let ready = pod
+            .status
+            .iter()
+            .flat_map(|s| s.conditions.iter().flatten())
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        if ready {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(Error::Timeout {
+                what: format!("the simulated OVN chassis {namespace}/{name} to serve"),
+                after: timeout,
+                detail: String::new(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 #[cfg(test)]

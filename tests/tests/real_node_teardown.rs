@@ -91,6 +91,7 @@ fn snapshot() -> BTreeMap<&'static str, String> {
     s.insert("fixed paths", {
         node::FIXED_PATHS
             .iter()
+            .chain(node::COMPUTE_HOST_PATHS.iter())
             .map(|p| format!("{p}={}", std::path::Path::new(p).exists()))
             .collect::<Vec<_>>()
             .join(" ")

@@ -399,11 +399,12 @@ pub(crate) fn unmount_below(prefixes: &[PathBuf]) -> Result<()> {
     }
 }
 
-/// Makes `dir` a mount point of its own with shared propagation, so the mounts the kubelet
-/// makes for volumes in its private mount namespace reach containerd in the host's.
+/// Makes `dir` a mount point of its own with shared propagation: so the mounts the kubelet
+/// makes for volumes in its private mount namespace reach containerd in the host's, and so a
+/// `Bidirectional` volume mount of `dir` is allowed.
 pub(crate) fn make_shared_mount(dir: &Path) -> Result<()> {
     let path = CString::new(dir.as_os_str().as_bytes()).map_err(|_| Error::Invalid {
-        context: "sharing the kubelet's root".into(),
+        context: "sharing a mount".into(),
         message: format!("{} contains a NUL byte", dir.display()),
     })?;
     let check = |r: libc::c_int, what: &str| {

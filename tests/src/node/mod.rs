@@ -59,6 +59,23 @@ pub const FIXED_PATHS: [&str; 6] = [
     "/var/lib/cni",
     "/run/netns",
 ];
+/// The host paths a compute pool's DaemonSet mounts (`novacompute.md` §5.6) that a compute host
+/// has and this machine does not: the kubelet creates the missing ones (`DirectoryOrCreate`,
+/// `FileOrCreate`), containerd those without a type (`/lib/modules`); teardown removes those the
+/// run found absent.
+pub const COMPUTE_HOST_PATHS: [&str; 8] = [
+    COMPUTE_STATE_PATH,
+    "/lib/modules",
+    "/run/libvirt",
+    "/run/openvswitch",
+    "/etc/iscsi",
+    "/etc/nvme",
+    "/etc/multipath",
+    "/etc/multipath.conf",
+];
+/// nova-compute's state path, mounted `Bidirectional` into the pool's pods: a mount point with
+/// shared propagation, as on a compute host whose init system shares every mount.
+pub const COMPUTE_STATE_PATH: &str = "/var/lib/nova";
 /// The binaries of a node, whose leftover processes teardown kills by executable path.
 pub const BINARIES: [&str; 6] = [
     "kubelet",
@@ -233,6 +250,7 @@ pub fn teardown(layout: &Layout) -> Result<()> {
         }),
     );
     let mut mount_roots: Vec<PathBuf> = FIXED_PATHS.iter().map(PathBuf::from).collect();
+    mount_roots.push(COMPUTE_STATE_PATH.into());
     mount_roots.push(layout.run());
     mount_roots.push(layout.containerd_root());
     note(host::unmount_below(&mount_roots));
@@ -265,12 +283,14 @@ pub fn teardown(layout: &Layout) -> Result<()> {
     if let Ok(created) = fs::read_to_string(layout.created_record()) {
         for path in created.lines().filter(|l| !l.is_empty()) {
             let path = Path::new(path);
-            if path.exists() {
-                note(
-                    fs::remove_dir_all(path)
-                        .map_err(io_err(format!("removing {}", path.display()))),
-                );
-            }
+            let removed = if path.is_dir() {
+                fs::remove_dir_all(path)
+            } else if path.exists() {
+                fs::remove_file(path)
+            } else {
+                Ok(())
+            };
+            note(removed.map_err(io_err(format!("removing {}", path.display()))));
         }
         let _ = fs::remove_file(layout.created_record());
     }
@@ -296,6 +316,7 @@ pub(crate) fn prepare_host(layout: &Layout, testbin: &Path) -> Result<()> {
         .map_err(io_err("recording the node's binary directory"))?;
     let created: Vec<&str> = FIXED_PATHS
         .iter()
+        .chain(COMPUTE_HOST_PATHS.iter())
         .copied()
         .filter(|p| !Path::new(p).exists())
         .collect();
@@ -318,6 +339,8 @@ pub(crate) fn prepare_host(layout: &Layout, testbin: &Path) -> Result<()> {
         mkdir(&dir)?;
     }
     host::make_shared_mount(&layout.kubelet_root())?;
+    mkdir(Path::new(COMPUTE_STATE_PATH))?;
+    host::make_shared_mount(Path::new(COMPUTE_STATE_PATH))?;
     host::create_cgroup_root(CGROUP_ROOT)?;
     host::create_bridge(BRIDGE, &format!("{BRIDGE_IP}/24"))?;
     host::nft_load(&config::forward_guard())
