@@ -21,18 +21,14 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
 use nova_support::real::*;
-use nova_support::*;
 use nova_test_harness::images::{TOOLS_IMAGE, nova_image, pinned};
-use nova_test_harness::openstack::{self, OpenStack};
-use nova_test_harness::{http, pods, simulated};
+use nova_test_harness::{http, pods};
 use serde_json::{Value, json};
-
-const RELEASE: &str = "2026.1";
 
 /// The five Deployments and their containers.
 const WORKLOADS: [(&str, &str); 5] = [
@@ -51,40 +47,6 @@ fn isolated(mut nova: Nova) -> Nova {
         json!({"ingress": [{"namespaceSelector": {"matchLabels": {"team": "edge"}}}]});
     nova.spec = serde_json::from_value(spec).expect("spec");
     nova
-}
-
-/// A loopback port that forwards every connection to the ClusterIP of Service `service` in
-/// `ns` (looked up per connection: the Service does not exist before the operator creates it),
-/// so the in-process controller's HealthCheck probes the real nova-api through its Service.
-async fn forward_to_service(client: Client, ns: String, service: String, port: u16) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let address = listener.local_addr().expect("address");
-    tokio::spawn(async move {
-        while let Ok((mut inbound, _)) = listener.accept().await {
-            let services: Api<Service> = Api::namespaced(client.clone(), &ns);
-            let service = service.clone();
-            tokio::spawn(async move {
-                let Some(ip) = services
-                    .get_opt(&service)
-                    .await
-                    .ok()
-                    .flatten()
-                    .and_then(|s| s.spec?.cluster_ip)
-                else {
-                    return;
-                };
-                let Ok(ip) = ip.parse::<std::net::IpAddr>() else {
-                    return;
-                };
-                if let Ok(mut outbound) = tokio::net::TcpStream::connect((ip, port)).await {
-                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                }
-            });
-        }
-    });
-    address
 }
 
 /// cell0 with the nil UUID and cell1 with a generated one, nothing else.
@@ -201,40 +163,6 @@ async fn get_through_service(
         json!([]),
     )
     .await
-}
-
-/// The tests of this binary share one MariaDB, one broker and the MariaDB users of a Nova
-/// named `nova`: they run one after the other.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// A namespace with every input, the simulated operators (running until dropped) and a
-/// controller whose HealthCheck probes the API Service.
-struct Setup {
-    os: &'static OpenStack,
-    client: Client,
-    ns: String,
-    metrics: nova_controller::metrics::Metrics,
-    _operators: simulated::SimulatedOperators,
-}
-
-async fn start(prefix: &str) -> Setup {
-    let cp = nova_test_harness::shared_real_node()
-        .await
-        .expect("real node");
-    let os = openstack::shared(cp, RELEASE).await.expect("OpenStack");
-    let operators = simulated::start(os).expect("simulated operators");
-    let client = cp.client().expect("client");
-    let ns = cp.namespace(prefix).await.expect("namespace");
-    provide_real_inputs(os, &client, &ns).await;
-    let probe = forward_to_service(client.clone(), ns.clone(), "nova".into(), 8774).await;
-    let metrics = start_controller_probing(client.clone(), &ns, probe).await;
-    Setup {
-        os,
-        client,
-        ns,
-        metrics,
-        _operators: operators,
-    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

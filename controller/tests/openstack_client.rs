@@ -33,12 +33,13 @@ use nova_test_harness::openstack::nova::{
     TIMEOUT, api_address, apply_all, db_sync, nova_pod, setup, start_api,
     start_conductor_and_compute,
 };
-use nova_test_harness::openstack::{self, KEYSTONE, OpenStack, PLACEMENT, Ports, keystone_url};
+use nova_test_harness::openstack::{self, OpenStack, PLACEMENT, Ports, keystone_url};
 use nova_test_harness::{ControlPlane, http, pods, shared_real_node};
 use serde_json::json;
 
 mod nova_support;
 
+use nova_support::real::openstack_routes;
 use nova_support::{
     POOL_LABEL, create_zoned_node, provide_pool_nova, start_novacompute, touch_five_times, writes,
 };
@@ -63,26 +64,10 @@ async fn routes(
 ) -> Result<BTreeMap<String, std::net::SocketAddr>> {
     let kube = cp.client()?;
     let api = api_address(&kube, ns).await?;
-    Ok(BTreeMap::from([
-        (
-            format!(
-                "{KEYSTONE}.{}.svc.cluster.local:{}",
-                openstack::NAMESPACE,
-                Ports::KEYSTONE
-            ),
-            os.endpoint(KEYSTONE, Ports::KEYSTONE).await?,
-        ),
-        (
-            format!(
-                "{PLACEMENT}.{}.svc.cluster.local:{}",
-                openstack::NAMESPACE,
-                Ports::PLACEMENT
-            ),
-            os.endpoint(PLACEMENT, Ports::PLACEMENT).await?,
-        ),
-        (format!("nova-api.{ns}.svc.cluster.local:8774"), api),
-        (format!("nova.{ns}.svc.cluster.local:8774"), api),
-    ]))
+    let mut routes = openstack_routes(os).await;
+    routes.insert(format!("nova-api.{ns}.svc.cluster.local:8774"), api);
+    routes.insert(format!("nova.{ns}.svc.cluster.local:8774"), api);
+    Ok(routes)
 }
 
 /// The client of one pass as the NovaCompute steps build it, over the handle's transport: user

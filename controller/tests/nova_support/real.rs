@@ -1,17 +1,21 @@
 //! Fixtures of the suites that run the operator's Nova on the real node against the harness's
 //! real OpenStack (`nova_real`, `nova_db_guards`): the Nova pinned to a node image, its real
-//! inputs, the waits that dump the namespace when they give up, and SQL run as MariaDB's root.
+//! inputs, the in-process controller probing the API Service, the waits that dump the namespace
+//! when they give up, SQL run as MariaDB's root, and the routes to the shared Keystone and
+//! Placement for a controller outside the cluster (`novacompute_real` too).
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::{ImageSpec, Nova};
 use nova_controller::clusters::kinds;
 use nova_test_harness::images::{MARIADB_IMAGE, nova_image, pinned};
-use nova_test_harness::openstack::{self, OpenStack};
-use nova_test_harness::pods;
+use nova_test_harness::openstack::{self, KEYSTONE, OpenStack, PLACEMENT, Ports};
+use nova_test_harness::{pods, simulated};
 use serde_json::{Value, json};
 
 use super::*;
@@ -112,10 +116,18 @@ pub async fn dump(client: &Client, ns: &str) {
         .unwrap_or_default()
     {
         let name = pod.name_any();
-        let states = serde_json::to_string(&pod.status.as_ref().map(|s| &s.container_statuses))
-            .unwrap_or_default();
+        let states = serde_json::to_string(
+            &pod.status
+                .as_ref()
+                .map(|s| (&s.init_container_statuses, &s.container_statuses)),
+        )
+        .unwrap_or_default();
         eprintln!("pod {name}: {states}");
-        for container in pod.spec.iter().flat_map(|s| s.containers.iter()) {
+        let spec = pod.spec.iter();
+        let init = spec
+            .clone()
+            .flat_map(|s| s.init_containers.iter().flatten());
+        for container in init.chain(spec.flat_map(|s| s.containers.iter())) {
             let log = pods::logs(client, ns, &name, &container.name)
                 .await
                 .unwrap_or_else(|e| e.to_string());
@@ -256,4 +268,98 @@ pub fn release_of(image: &str) -> &'static str {
 pub async fn finish(client: &Client, ns: &str) {
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let _ = namespaces.delete(ns, &DeleteParams::background()).await;
+}
+
+/// The release the real suites run.
+pub const RELEASE: &str = "2026.1";
+
+/// A loopback port that forwards every connection to the ClusterIP of Service `service` in
+/// `ns` (looked up per connection: the Service does not exist before the operator creates it),
+/// so the in-process controller's HealthCheck probes the real nova-api through its Service.
+pub async fn forward_to_service(
+    client: Client,
+    ns: String,
+    service: String,
+    port: u16,
+) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+            let service = service.clone();
+            tokio::spawn(async move {
+                let Some(ip) = services
+                    .get_opt(&service)
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|s| s.spec?.cluster_ip)
+                else {
+                    return;
+                };
+                let Ok(ip) = ip.parse::<std::net::IpAddr>() else {
+                    return;
+                };
+                if let Ok(mut outbound) = tokio::net::TcpStream::connect((ip, port)).await {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    address
+}
+
+/// The tests of this binary share one MariaDB, one broker and the MariaDB users of a Nova
+/// named `nova`: they run one after the other.
+pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A namespace with every input, the simulated operators (running until dropped) and a
+/// controller whose HealthCheck probes the API Service.
+pub struct Setup {
+    pub os: &'static OpenStack,
+    pub client: Client,
+    pub ns: String,
+    pub metrics: nova_controller::metrics::Metrics,
+    _operators: simulated::SimulatedOperators,
+}
+
+pub async fn start(prefix: &str) -> Setup {
+    let cp = nova_test_harness::shared_real_node()
+        .await
+        .expect("real node");
+    let os = openstack::shared(cp, RELEASE).await.expect("OpenStack");
+    let operators = simulated::start(os).expect("simulated operators");
+    let client = cp.client().expect("client");
+    let ns = cp.namespace(prefix).await.expect("namespace");
+    provide_real_inputs(os, &client, &ns).await;
+    let probe = forward_to_service(client.clone(), ns.clone(), "nova".into(), 8774).await;
+    let metrics = start_controller_probing(client.clone(), &ns, probe).await;
+    Setup {
+        os,
+        client,
+        ns,
+        metrics,
+        _operators: operators,
+    }
+}
+
+/// The cluster-local addresses of the shared Keystone and Placement (as the Nova and the catalog
+/// name them), routed to their pods: how a controller outside the cluster reaches them.
+pub async fn openstack_routes(os: &OpenStack) -> BTreeMap<String, SocketAddr> {
+    let mut routes = BTreeMap::new();
+    for (service, port) in [(KEYSTONE, Ports::KEYSTONE), (PLACEMENT, Ports::PLACEMENT)] {
+        routes.insert(
+            format!(
+                "{service}.{}.svc.cluster.local:{port}",
+                openstack::NAMESPACE
+            ),
+            os.endpoint(service, port)
+                .await
+                .expect("a service endpoint"),
+        );
+    }
+    routes
 }
