@@ -4,6 +4,8 @@ every Nova's and NovaCompute's conditions as a table, saying plainly which condi
 of this build sets yet (the argument: `nova-controller conditions`, one per line, is what the
 build's pipeline reports on) instead of showing them as pending.
 
+Each NovaCompute shows its conditions and its node ledger (phase, zone, compute service).
+
 Exit code: 0 when every Nova is Ready=True, 2 when the controller has reconciled the current
 generation and Ready cannot become True because a sub-condition is not implemented yet, 1
 otherwise (still converging)."""
@@ -51,14 +53,21 @@ def nova_view(nova, implemented):
 
 
 def pool_view(pool):
+    """The pool's conditions and its node ledger."""
     meta, status = pool["metadata"], pool.get("status") or {}
     lines = [f"NovaCompute {meta['namespace']}/{meta['name']}  (Nova {pool['spec']['novaRef']['name']})"]
     conditions = status.get("conditions", [])
     if not conditions:
-        lines.append("  no status: no controller of this build reconciles NovaCompute pools yet "
-                     "(the webhook defaulted and validated it)")
+        lines.append("  no status yet: the controller has not reconciled the pool")
     for c in conditions:
         lines.append(row(c["type"], c["status"], c.get("reason", ""), c.get("message", "")))
+    nodes = status.get("nodes", [])
+    for n in nodes:
+        service = "/".join(v for v in (n.get("serviceStatus"), n.get("serviceState")) if v)
+        lines.append(f"  node {n['name']:<19} {n['phase']:<10} zone {n.get('zone') or '-':<12} "
+                     f"service {service or '-'}")
+    if conditions and not nodes:
+        lines.append("  no node: nothing matches spec.nodeSelector")
     return lines
 
 

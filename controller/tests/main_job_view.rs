@@ -119,9 +119,40 @@ fn a_ready_nova_ends_the_view_and_a_pool_without_status_says_why() {
     let (code, out) = view(json!([ready, pool]), &[]);
     assert_eq!(code, 0, "{out}");
     assert!(
-        out.contains("no controller of this build reconciles NovaCompute pools yet"),
+        out.contains("no status yet: the controller has not reconciled the pool"),
         "{out}"
     );
     let (code, _) = view(json!([]), &[]);
     assert_eq!(code, 1, "no Nova yet: still converging");
+}
+
+/// A pool with its ledger: one node per `(name, phase)`.
+fn pool(nodes: &[(&str, &str)]) -> Value {
+    json!({
+        "kind": "NovaCompute",
+        "metadata": {"name": "pool-a", "namespace": "openstack"},
+        "spec": {"novaRef": {"name": "nova"}},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "False", "reason": "NotAllReady", "message": "m"}],
+            "nodes": nodes.iter().map(|(n, p)| json!({
+                "name": n, "phase": p, "zone": "zone-a", "serviceStatus": "enabled", "serviceState": "up"
+            })).collect::<Vec<_>>(),
+        },
+    })
+}
+
+#[test]
+fn a_pool_shows_its_node_ledger() {
+    let ready = nova(&[("Ready", "True")], 1);
+    let (code, out) = view(json!([ready, pool(&[("nova-test-node", "Pending")])]), &[]);
+    assert_eq!(code, 0, "the Nova alone ends the view:\n{out}");
+    assert!(
+        out.contains("node nova-test-node      Pending    zone zone-a       service enabled/up"),
+        "{out}"
+    );
+    let (_, out) = view(json!([ready, pool(&[])]), &[]);
+    assert!(
+        out.contains("no node: nothing matches spec.nodeSelector"),
+        "{out}"
+    );
 }
