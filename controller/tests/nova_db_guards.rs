@@ -6,9 +6,11 @@
 //! - a brownfield cell mapped under another name on the Nova's cell schema is found by its
 //!   schema and not mapped again;
 //! - a database host, a database user and a broker vhost naming `cell1` do not pass for a mapped
-//!   cell1 (the guard reads whole fields), so cell1 is mapped.
+//!   cell1 (the guard reads whole fields), so cell1 is mapped;
+//! - a listing nova-manage cannot print stops the script (`sh -eu`): no `create_cell` (a second
+//!   cell1 beside the mapped one), no `db sync`, and the Job fails with `DBSyncFailed`.
 //!
-//! The cell1 case runs the nova image of 2026.2, the brownfield one that of 2026.1, so a fresh db-sync
+//! The cell1 case runs the nova image of 2026.2, the others that of 2026.1, so a fresh db-sync
 //! of each supported release maps cell0 and cell1 for real (`nova_real` runs 2026.1's).
 //!
 //! Each case runs its Nova in brownfield database mode (`host`) on schemas and users of its own,
@@ -18,8 +20,9 @@
 
 mod nova_support;
 
+use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::Nova;
 use nova_support::real::*;
@@ -337,5 +340,97 @@ nova-manage cell_v2 list_cells | grep -qw cell1",
         ]
     );
     eprintln!("cell1 in host, user and vhost: the real db-sync mapped cell1={cell1} beside edge");
+    case.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_listing_stops_the_script_and_fails_the_job() {
+    // cell1 is mapped (expanded URLs, as a hand-built cloud stores them: a create_cell with the
+    // operator's templates would map a second one), and beside it a cell whose connection
+    // nova-manage accepted but cannot print (an unterminated IPv6 literal): list_cells fails
+    // on it, as the fixture checks, and with it every run of the db-sync script.
+    let case = Case::start(
+        "guard-listing",
+        OPENSTACK_RELEASE,
+        Brownfield::new(openstack::MARIADB, "guard_c_api", "guard_c", "guard_c"),
+        r#"nova-manage cell_v2 create_cell --verbose --name cell1 --transport-url "$OS_DEFAULT__TRANSPORT_URL" \
+  --database_connection "$OS_DATABASE__CONNECTION" > /dev/termination-log
+nova-manage cell_v2 create_cell --name broken --transport-url 'rabbit://broken@broken.example:5672/' \
+  --database_connection 'mysql+pymysql://broken@[fd00::1/broken'
+if nova-manage cell_v2 list_cells > /dev/null; then exit 3; fi"#,
+    )
+    .await;
+    let cell1 = premapped_uuid(&case);
+    // Five attempts (backoffLimit 4) with the Job controller's back-off between them.
+    let nova = wait_nova_for(
+        &case.client,
+        &case.ns,
+        "DatabaseReady=False",
+        std::time::Duration::from_secs(1200),
+        |n| reason(n, "DatabaseReady") == Some("DBSyncFailed"),
+    )
+    .await;
+    let message = nova
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter())
+        .find(|c| c.type_ == "DatabaseReady")
+        .map(|c| c.message.clone());
+    assert_eq!(
+        message,
+        Some(format!(
+            "db_sync job failed: job has permanently failed: {}/nova-db-sync",
+            case.ns
+        ))
+    );
+    assert!(
+        event_reasons(&case.client, &case.ns)
+            .await
+            .iter()
+            .any(|r| r == "DBSyncFailed")
+    );
+    let status = nova.status.clone().unwrap_or_default();
+    assert!(status.cells.is_empty(), "{:?}", status.cells);
+    assert_eq!(status.installed_release, None, "nothing promoted");
+    // Every attempt ended where nova-manage failed: exit code 255, its "An error has occurred".
+    let attempts = Api::<Pod>::namespaced(case.client.clone(), &case.ns)
+        .list(&ListParams::default().labels("job-name=nova-db-sync"))
+        .await
+        .expect("db-sync pods")
+        .items;
+    let codes: Vec<Option<i32>> = attempts
+        .iter()
+        .map(|p| {
+            let status = p.status.as_ref()?.container_statuses.as_ref()?.first()?;
+            Some(status.state.as_ref()?.terminated.as_ref()?.exit_code)
+        })
+        .collect();
+    assert!(
+        !codes.is_empty() && codes.iter().all(|c| *c == Some(255)),
+        "{codes:?}"
+    );
+    // map_cell0 ran before the listing; neither create_cell nor db sync ran after it.
+    let mut mappings = case.mappings("mappings").await;
+    let broken = mappings.remove(0);
+    assert!(broken.starts_with("broken="), "{broken}");
+    assert_eq!(
+        mappings,
+        [format!("cell0={CELL0}"), format!("cell1={cell1}")]
+    );
+    let tables = query(
+        &case.client,
+        &case.ns,
+        "cell-tables",
+        &format!(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = '{}'",
+            case.db.cell
+        ),
+    )
+    .await;
+    assert_eq!(tables.trim(), "0", "db sync never migrated the cell schema");
+    eprintln!(
+        "failed listing: {} real db-sync runs stopped at list_cells, cell1 mapped once",
+        codes.len()
+    );
     case.finish().await;
 }
