@@ -259,10 +259,10 @@ fn rules(
     (next, handover, conflicts)
 }
 
-fn names_in(ledger: &[NovaComputeNodeStatus], phase: NodePhase) -> BTreeSet<String> {
+fn names_in(ledger: &[NovaComputeNodeStatus], phases: &[NodePhase]) -> BTreeSet<String> {
     ledger
         .iter()
-        .filter(|e| e.phase == phase)
+        .filter(|e| phases.contains(&e.phase))
         .map(|e| e.name.clone())
         .collect()
 }
@@ -299,7 +299,7 @@ pub fn plan(pool: &NovaCompute, observed: &Observed, _: &Resolved) -> NovaComput
             format!("Node {node} is held by NovaCompute {rival}; this pool runs no pod on it"),
         );
     }
-    let excluded = names_in(&next, NodePhase::Conflict);
+    let excluded = names_in(&next, &[NodePhase::Conflict]);
     let leaving = next
         .iter()
         .filter(|e| matches!(e.phase, NodePhase::Draining | NodePhase::Releasing))
@@ -349,7 +349,14 @@ pub fn plan(pool: &NovaCompute, observed: &Observed, _: &Resolved) -> NovaComput
     plan.set(StatusUpdate::Nodes(next.clone()))
         .resolve(Resolved {
             nodes: Some(NodeSets {
-                kept: names_in(&next, NodePhase::Draining),
+                // Every held node that keeps its pod, not only the Draining ones: the DaemonSet
+                // controller deletes a pod the moment its node stops matching the affinity, so
+                // a relabelled node would lose its nova-compute before any pass could add its
+                // Draining term.
+                kept: names_in(
+                    &next,
+                    &[NodePhase::Pending, NodePhase::Active, NodePhase::Draining],
+                ),
                 excluded,
                 handover,
                 annotated,
@@ -667,7 +674,11 @@ mod tests {
         };
         let plan = plan(&pool, &observed, &Resolved::default());
         let sets = plan.resolved.nodes.as_ref().expect("sets");
-        assert_eq!(Vec::from_iter(sets.kept.iter().cloned()), ["n1", "n3"]);
+        assert_eq!(
+            Vec::from_iter(sets.kept.iter().cloned()),
+            ["n1", "n3", "n4", "n5"],
+            "every held node but the handover keeps its pod"
+        );
         assert_eq!(Vec::from_iter(sets.handover.iter().cloned()), ["n2"]);
         assert_eq!(Vec::from_iter(sets.annotated.iter().cloned()), ["n4"]);
         let n1 = &sets.ledger[0];

@@ -49,8 +49,8 @@ pub struct NodeSets {
     pub ledger: Vec<NovaComputeNodeStatus>,
     /// Selected nodes another pool holds (`Conflict`): excluded from the pool's affinity term.
     pub excluded: BTreeSet<String>,
-    /// Held nodes that are leaving with servers possibly on them (`Draining`): each keeps its
-    /// pod through a term of its own.
+    /// Held nodes that keep their pod (`Pending`, `Active`, `Draining`), each through a term of
+    /// its own, so a pod stays whatever its node's labels say until a pass releases the node.
     pub kept: BTreeSet<String>,
     /// Leaving nodes another pool takes over: released without disabling or deleting the
     /// service.

@@ -72,7 +72,7 @@ fn requirement(key: &str, operator: &str, value: &str) -> NodeSelectorRequiremen
 
 /// The node affinity of a pool: unless it is deleting, one term matching `selector` (keys
 /// sorted) that excludes each `excluded` node (a `Conflict`); plus one term per `kept` node
-/// (a `Draining` node keeps its pod whatever its labels say). None when no term remains.
+/// (a held node keeps its pod whatever its labels say). None when no term remains.
 pub fn node_affinity(
     selector: &BTreeMap<String, String>,
     excluded: &BTreeSet<String>,
