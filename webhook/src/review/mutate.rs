@@ -8,9 +8,8 @@
 //! the patch's JSON, carrying those bytes; nothing is parsed back and no JSON tree is built.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
-use serde::de::Visitor;
+use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
@@ -103,7 +102,9 @@ impl<'t> Patch<'t> {
     /// operations remove, replace or descend into. Within an object, removals come first,
     /// then the rest, each in key order.
     fn diff(&mut self, old: usize, new: usize, received: &RawValue) -> Result<(), NotApplicable> {
-        let here = members(received).ok_or(NotApplicable)?;
+        if !received.get().trim_start().starts_with('{') {
+            return Err(NotApplicable);
+        }
         let old: Vec<Entry<'t>> = self.before.entries(old).collect();
         let new: Vec<Entry<'t>> = self.after.entries(new).collect();
         let mut removed: Vec<&Entry<'t>> = old
@@ -124,26 +125,29 @@ impl<'t> Patch<'t> {
             changed.push((n, o.map(|i| &old[i])));
         }
         changed.sort_unstable_by_key(|(n, _)| n.key);
+        // The received members are read only when an operation needs one: an object the
+        // defaults only add to is not parsed.
+        let here = if removed.is_empty() && changed.iter().all(|(_, o)| o.is_none()) {
+            Members::default()
+        } else {
+            members(received).ok_or(NotApplicable)?
+        };
         let len = self.path.len();
         for e in removed {
-            if !here.contains_key(&Key(unescape(e.key))) {
-                return Err(NotApplicable);
-            }
+            here.get(e.key).ok_or(NotApplicable)?;
             self.op("remove", e.key, None);
         }
         for (n, o) in changed {
             match (o, o.and_then(|o| o.object), n.object) {
                 (None, ..) => self.op("add", n.key, Some(n.value)),
                 (Some(_), Some(old_object), Some(new_object)) => {
-                    let inner = here.get(&Key(unescape(n.key))).ok_or(NotApplicable)?;
+                    let inner = here.get(n.key).ok_or(NotApplicable)?;
                     push_token(&mut self.path, n.key);
                     self.diff(old_object, new_object, inner)?;
                     self.path.truncate(len);
                 }
                 (Some(_), ..) => {
-                    if !here.contains_key(&Key(unescape(n.key))) {
-                        return Err(NotApplicable);
-                    }
+                    here.get(n.key).ok_or(NotApplicable)?;
                     self.op("replace", n.key, Some(n.value));
                 }
             }
@@ -185,8 +189,44 @@ fn find(entries: &[Entry<'_>], key: &str, hint: usize) -> Option<usize> {
         .or_else(|| front.iter().position(|e| e.key == key))
 }
 
+/// The members of a raw JSON object, each still raw, in document order.
+#[derive(Default)]
+struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'a> Members<'a> {
+    /// The member a tape key (escaped contents) names; the last one written, as a decoder
+    /// reading the object keeps the last of duplicate members.
+    fn get(&self, key: &str) -> Option<&'a RawValue> {
+        let name = unescape(key);
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| *v)
+    }
+}
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Object;
+        impl<'de> Visitor<'de> for Object {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+                let mut members = Vec::with_capacity(map.size_hint().unwrap_or(16));
+                while let Some(entry) = map.next_entry::<Key<'de>, &'de RawValue>()? {
+                    members.push((entry.0.0, entry.1));
+                }
+                Ok(Members(members))
+            }
+        }
+        d.deserialize_map(Object)
+    }
+}
+
 /// A member name, borrowed from the document unless it carries escapes.
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Key<'a>(Cow<'a, str>);
 
 impl<'de> Deserialize<'de> for Key<'de> {
@@ -208,8 +248,8 @@ impl<'de> Deserialize<'de> for Key<'de> {
     }
 }
 
-/// The members of a raw JSON object, each still raw; `None` for anything but an object.
-fn members(raw: &RawValue) -> Option<BTreeMap<Key<'_>, &RawValue>> {
+/// The members of a raw JSON object; `None` for anything but an object.
+fn members(raw: &RawValue) -> Option<Members<'_>> {
     serde_json::from_str(raw.get()).ok()
 }
 

@@ -40,7 +40,7 @@ struct Object {
 /// Compact JSON and its member record. Object 0 is the value itself when it is an object.
 #[derive(Debug)]
 pub struct Tape {
-    json: Vec<u8>,
+    json: String,
     members: Vec<Member>,
     objects: Vec<Object>,
 }
@@ -74,7 +74,8 @@ impl Tape {
         };
         let mut ser = Serializer::with_formatter(writer, &mut record);
         value.serialize(&mut ser)?;
-        let json = ser.into_inner().out;
+        // serde_json writes UTF-8; checked once here, so every member's text is a slice.
+        let json = String::from_utf8(ser.into_inner().out).map_err(serde::ser::Error::custom)?;
         Ok(Tape {
             json,
             members: record.members,
@@ -108,12 +109,12 @@ impl Tape {
 
     /// Whether the value is an object (so that object 0 is it).
     pub fn is_object(&self) -> bool {
-        self.json.first() == Some(&b'{')
+        self.json.starts_with('{')
     }
 
     fn text(&self, span: Span) -> &str {
-        // serde_json writes UTF-8 and every span starts and ends at a token boundary.
-        std::str::from_utf8(&self.json[span.start..span.end]).unwrap_or_default()
+        // Every span starts and ends at a token boundary, so on a character boundary.
+        self.json.get(span.start..span.end).unwrap_or_default()
     }
 }
 
@@ -131,7 +132,14 @@ impl io::Write for Counted<'_> {
     }
 
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.write(buf).map(drop)
+        // Most writes are one byte (a quote, colon, comma or brace): pushed without the
+        // general copy.
+        match buf {
+            [byte] => self.out.push(*byte),
+            _ => self.out.extend_from_slice(buf),
+        }
+        self.pos.set(self.out.len());
+        Ok(())
     }
 
     fn flush(&mut self) -> io::Result<()> {

@@ -12,6 +12,8 @@
 //! `AdmissionReview<DynamicObject>` (3.6 times), 10.2 µs through the typed
 //! `AdmissionReview<Nova>`, which loses the raw object the two paths above need.
 
+use std::borrow::Cow;
+
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -105,25 +107,21 @@ pub fn parse(body: &[u8]) -> Result<Review, ReviewError> {
     })
 }
 
-/// `AdmissionResponse`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// `AdmissionResponse`, written by [`envelope_bytes`].
+#[derive(Clone, Debug, PartialEq)]
 pub struct Response {
     /// The request's uid.
     pub uid: String,
     /// The verdict.
     pub allowed: bool,
     /// Why not.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<Status>,
     /// `JSONPatch` when a patch is returned.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub patch_type: Option<&'static str>,
-    /// The base64 of the RFC 6902 patch.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub patch: Option<String>,
+    /// The base64 of the RFC 6902 patch; only [`Response::patched`] sets it, so it is always
+    /// base64, which a JSON string carries unescaped.
+    patch: Option<String>,
     /// Warnings shown to the client.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }
 
@@ -185,22 +183,46 @@ impl Response {
     }
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ReviewOut<'a> {
-    api_version: &'a str,
-    kind: &'static str,
-    response: &'a Response,
+/// The AdmissionReview answering a review, serialized: `apiVersion`, `kind`, and the response
+/// with its members in declaration order, each optional one only when set. Written around the
+/// parts rather than derived, so that the patch, already base64, is copied as it is instead of
+/// going through the string escaper (about a tenth of a defaulting review's instructions).
+pub fn envelope_bytes(api_version: &str, response: &Response) -> Vec<u8> {
+    let patch = response.patch.as_deref();
+    let mut out = Vec::with_capacity(192 + patch.map_or(0, str::len));
+    out.extend_from_slice(b"{\"apiVersion\":");
+    json(&mut out, api_version);
+    out.extend_from_slice(b",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":");
+    json(&mut out, &response.uid);
+    out.extend_from_slice(if response.allowed {
+        b",\"allowed\":true"
+    } else {
+        b",\"allowed\":false"
+    });
+    if let Some(status) = &response.status {
+        out.extend_from_slice(b",\"status\":");
+        json(&mut out, status);
+    }
+    if let Some(patch_type) = response.patch_type {
+        out.extend_from_slice(b",\"patchType\":");
+        json(&mut out, patch_type);
+    }
+    if let Some(patch) = patch {
+        out.extend_from_slice(b",\"patch\":\"");
+        out.extend_from_slice(patch.as_bytes());
+        out.push(b'"');
+    }
+    if !response.warnings.is_empty() {
+        out.extend_from_slice(b",\"warnings\":");
+        json(&mut out, &response.warnings);
+    }
+    out.extend_from_slice(b"}}");
+    out
 }
 
-/// The AdmissionReview answering a review, serialized.
-pub fn envelope_bytes(api_version: &str, response: &Response) -> Vec<u8> {
-    serde_json::to_vec(&ReviewOut {
-        api_version,
-        kind: "AdmissionReview",
-        response,
-    })
-    .unwrap_or_default()
+/// Appends `value` as JSON (strings escaped); writing into a `Vec` cannot fail.
+fn json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    let _ = serde_json::to_writer(out, value);
 }
 
 /// The common first steps: the kind and operation checks, and the object itself. `Err` is the
@@ -210,8 +232,12 @@ pub fn admissible<'r>(
     kind: &str,
 ) -> Result<Option<(Operation, &'r RawValue)>, Box<Response>> {
     let uid = &req.uid;
-    let (group, version, got_kind) = match &req.kind {
-        Some(gvk) => (gvk.group.clone(), gvk.version.clone(), gvk.kind.clone()),
+    let (group, version, got_kind): (Cow<'_, str>, Cow<'_, str>, Cow<'_, str>) = match &req.kind {
+        Some(gvk) => (
+            Cow::Borrowed(&gvk.group),
+            Cow::Borrowed(&gvk.version),
+            Cow::Borrowed(&gvk.kind),
+        ),
         None => {
             #[derive(Default, Deserialize)]
             #[serde(rename_all = "camelCase")]
@@ -228,7 +254,11 @@ pub fn admissible<'r>(
                 .unwrap_or_default();
             let api_version = meta.api_version.unwrap_or_default();
             let (g, v) = api_version.split_once('/').unwrap_or(("", &api_version));
-            (g.to_owned(), v.to_owned(), meta.kind.unwrap_or_default())
+            (
+                Cow::Owned(g.to_owned()),
+                Cow::Owned(v.to_owned()),
+                Cow::Owned(meta.kind.unwrap_or_default()),
+            )
         }
     };
     if group != GROUP || version != VERSION || got_kind != kind {

@@ -39,14 +39,14 @@ fn scaling_rules(path: &Path, rules: &HPAScalingRules, errors: &mut Vec<FieldErr
         let field = path.child("stabilizationWindowSeconds");
         if window < 0 {
             errors.push(FieldError::invalid(
-                &field,
+                field,
                 window,
                 "must be greater than or equal to zero",
             ));
         }
         if window > MAX_STABILIZATION_WINDOW {
             errors.push(FieldError::invalid(
-                &field,
+                field,
                 window,
                 format!("must be less than or equal to {MAX_STABILIZATION_WINDOW}"),
             ));
@@ -61,8 +61,9 @@ fn scaling_rules(path: &Path, rules: &HPAScalingRules, errors: &mut Vec<FieldErr
             &SELECT_POLICIES,
         ));
     }
+    let policies = path.child("policies");
     for (i, policy) in rules.policies.iter().flatten().enumerate() {
-        let p = path.child("policies").index(i);
+        let p = policies.index(i);
         if !POLICY_TYPES.contains(&policy.type_.as_str()) {
             errors.push(FieldError::not_supported(
                 p.child("type"),
@@ -80,14 +81,14 @@ fn scaling_rules(path: &Path, rules: &HPAScalingRules, errors: &mut Vec<FieldErr
         let period = p.child("periodSeconds");
         if policy.period_seconds <= 0 {
             errors.push(FieldError::invalid(
-                &period,
+                period,
                 policy.period_seconds,
                 "must be greater than zero",
             ));
         }
         if policy.period_seconds > MAX_PERIOD {
             errors.push(FieldError::invalid(
-                &period,
+                period,
                 policy.period_seconds,
                 format!("must be less than or equal to {MAX_PERIOD}"),
             ));
@@ -97,7 +98,7 @@ fn scaling_rules(path: &Path, rules: &HPAScalingRules, errors: &mut Vec<FieldErr
         let field = path.child("tolerance");
         if quantity::checked(&field, &tolerance.0, errors).is_some_and(|v| v < 0.0) {
             errors.push(FieldError::invalid(
-                &field,
+                field,
                 &tolerance.0,
                 "must be greater than or equal to zero",
             ));

@@ -250,13 +250,13 @@ pub fn logging(path: &Path, logging: &LoggingSpec, errors: &mut Vec<FieldError>)
     for (name, level) in logging.per_logger_levels.iter().flatten() {
         if name.is_empty() {
             errors.push(FieldError::invalid(
-                &map_path,
+                map_path,
                 "",
                 "logger name must not be empty",
             ));
         } else if has_line_break(name) {
             // Logger names are rendered verbatim into [DEFAULT] default_log_levels.
-            errors.push(FieldError::invalid(&map_path, name, RENDERED_CRLF));
+            errors.push(FieldError::invalid(map_path, name, RENDERED_CRLF));
         }
         if !LOG_LEVELS.contains(&level.as_str()) {
             errors.push(FieldError::invalid(

@@ -30,7 +30,7 @@ fn go_map(map: &BTreeMap<String, String>) -> String {
 /// One deployment block and what it is measured against.
 pub struct Block<'a> {
     /// `spec.<block>.deployment`.
-    pub path: Path,
+    pub path: Path<'a>,
     /// The block.
     pub deployment: &'a DeploymentSpec,
     /// The grace period the block resolves to when unset (200 for the scheduler and conductor).
@@ -201,10 +201,11 @@ fn topology_spread(
     errors: &mut Vec<FieldError>,
 ) {
     for (i, tsc) in tscs.iter().enumerate() {
-        let sel_path = path.index(i).child("labelSelector");
+        let at = path.index(i);
+        let sel_path = at.child("labelSelector");
         let Some(sel) = &tsc.label_selector else {
             errors.push(FieldError::required(
-                &sel_path,
+                sel_path,
                 "labelSelector is required on each TopologySpreadConstraint",
             ));
             continue;

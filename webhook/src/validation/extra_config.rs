@@ -14,12 +14,11 @@ use crate::catalog::{Catalog, Opt, OptType, catalogs, release_key};
 use crate::field::{BadValue, FieldError, Path, go_quote};
 
 /// The path of spec.extraConfig.
-pub fn root() -> Path {
-    Path::new("spec.extraConfig")
-}
+static ROOT: Path<'static> = Path::new("spec.extraConfig");
 
-fn key_path(section: &str, key: &str) -> Path {
-    root().key(section).key(key)
+/// `spec.extraConfig[section]`; its keys are `.key(key)` of it.
+fn section_path(section: &str) -> Path<'_> {
+    ROOT.key(section)
 }
 
 fn usable(s: &str) -> bool {
@@ -31,13 +30,13 @@ pub fn guards(extra: &ExtraConfig, registry: &[OwnedKey], errors: &mut Vec<Field
     for (section, keys) in extra {
         if section.is_empty() {
             errors.push(FieldError::invalid(
-                root(),
+                ROOT,
                 "",
                 "extraConfig section name must not be empty",
             ));
         } else if has_line_break(section) {
             errors.push(FieldError::invalid(
-                root(),
+                ROOT,
                 section,
                 "extraConfig section name must not contain a newline or carriage return",
             ));
@@ -45,21 +44,21 @@ pub fn guards(extra: &ExtraConfig, registry: &[OwnedKey], errors: &mut Vec<Field
         for (key, value) in keys {
             if key.is_empty() {
                 errors.push(FieldError::invalid(
-                    root().key(section),
+                    section_path(section),
                     "",
                     "extraConfig key must not be empty",
                 ));
             }
             if !key.is_empty() && !has_line_break(key) && misread_key(key) {
                 errors.push(FieldError::invalid(
-                    root().key(section),
+                    section_path(section),
                     key,
                     "extraConfig key must read back as written: oslo.config strips it, splits its line at the first '=' or ':' and reads a line starting with '#', ';' or '[' as a comment or a section, so a key must not start or end with whitespace, start with one of those characters or contain '=' or ':'",
                 ));
             }
             if has_line_break(key) || has_line_break(value) {
                 errors.push(FieldError::invalid_omitted(
-                    key_path(section, key),
+                    section_path(section).key(key),
                     "extraConfig key and value must not contain a newline or carriage return: the rendered INI writes them verbatim, so a newline injects arbitrary config lines",
                 ));
             }
@@ -67,7 +66,7 @@ pub fn guards(extra: &ExtraConfig, registry: &[OwnedKey], errors: &mut Vec<Field
                 && owned.treatment == Treatment::Rejected
             {
                 errors.push(FieldError::forbidden(
-                    key_path(section, key),
+                    section_path(section).key(key),
                     owned.rejection_message(),
                 ));
             }
@@ -133,10 +132,11 @@ pub fn catalog_check(
             if !usable(key) || owned_keys::lookup(registry, section, key).is_some() {
                 continue;
             }
-            let path = key_path(section, key);
+            let section_path = section_path(section);
+            let path = section_path.key(key);
             let Some(m) = &matched else {
                 errors.push(FieldError::invalid(
-                    &path,
+                    path,
                     section,
                     format!("no such section in the nova {rel} option catalog"),
                 ));
@@ -172,7 +172,7 @@ pub fn catalog_check(
                 }
             } else {
                 errors.push(FieldError::invalid(
-                    &path,
+                    path,
                     key,
                     format!("no such option in the nova {rel} option catalog"),
                 ));

@@ -245,7 +245,7 @@ fn database_rules(
     }
     if spec.api_database.cluster_ref.is_some() != old.api_database.cluster_ref.is_some() {
         errors.push(FieldError::invalid_omitted(
-            &api_db,
+            api_db,
             "apiDatabase mode (managed clusterRef vs brownfield host) is immutable",
         ));
     }
@@ -258,7 +258,7 @@ fn database_rules(
     }
     if spec.database.cluster_ref.is_some() != old.database.cluster_ref.is_some() {
         errors.push(FieldError::invalid_omitted(
-            &cell_db,
+            cell_db,
             "database mode (managed clusterRef vs brownfield host) is immutable",
         ));
     }
@@ -285,7 +285,7 @@ fn endpoint_rules(root: &Path, spec: &NovaSpec, errors: &mut Vec<FieldError>) {
     let keystone = root.child("keystoneEndpoint");
     if spec.keystone_endpoint.is_empty() {
         errors.push(FieldError::required(
-            &keystone,
+            keystone,
             "keystoneEndpoint must be set",
         ));
     } else {
@@ -371,7 +371,7 @@ fn endpoint_rules(root: &Path, spec: &NovaSpec, errors: &mut Vec<FieldError>) {
     let keystone = path.child("keystoneEndpoint");
     if remote.keystone_endpoint.is_empty() {
         errors.push(FieldError::required(
-            &keystone,
+            keystone,
             "keystoneEndpoint must be set",
         ));
     } else {
@@ -444,8 +444,9 @@ fn workload_rules(
         } else {
             DEFAULT_GRACE
         };
+        let block_path = root.child(block);
         let b = Block {
-            path: root.child(block).child("deployment"),
+            path: block_path.child("deployment"),
             deployment: d,
             default_grace,
             component,
@@ -465,7 +466,8 @@ fn workload_rules(
         ),
     ] {
         if let Some(u) = uwsgi {
-            let uwsgi_path = root.child(block).child("uwsgi");
+            let block_path = root.child(block);
+            let uwsgi_path = block_path.child("uwsgi");
             common::uwsgi(&uwsgi_path, u, errors);
             deployment::harakiri(&uwsgi_path, u, d, DEFAULT_GRACE, errors);
         }

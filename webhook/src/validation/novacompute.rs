@@ -123,7 +123,7 @@ fn spec_rules(spec: &NovaComputeSpec, errors: &mut Vec<FieldError>) {
     let selector_path = root.child("nodeSelector");
     if spec.node_selector.is_empty() {
         errors.push(FieldError::required(
-            &selector_path,
+            selector_path,
             "nodeSelector must carry at least one label",
         ));
     }
@@ -142,23 +142,24 @@ fn spec_rules(spec: &NovaComputeSpec, errors: &mut Vec<FieldError>) {
     if let Some(strategy) = &spec.update_strategy
         && let Some(mu) = &strategy.max_unavailable
     {
-        let path = root.child("updateStrategy").child("maxUnavailable");
+        let strategy_path = root.child("updateStrategy");
+        let path = strategy_path.child("maxUnavailable");
         let shown = BadValue::Json(serde_json::to_value(mu).unwrap_or(Value::Null));
         if strategy.type_ == Some(UpdateStrategyType::OnDelete) {
             errors.push(FieldError::invalid(
-                &path,
+                path,
                 shown,
                 "maxUnavailable applies to RollingUpdate only",
             ));
         } else {
             match scaled_max_unavailable(mu) {
                 None => errors.push(FieldError::invalid(
-                    &path,
+                    path,
                     shown,
                     "maxUnavailable must be an integer or a percentage such as \"25%\"",
                 )),
                 Some(n) if n < 1 => errors.push(FieldError::invalid(
-                    &path,
+                    path,
                     shown,
                     "maxUnavailable must resolve to at least 1 for RollingUpdate",
                 )),
@@ -195,8 +196,9 @@ fn spec_rules(spec: &NovaComputeSpec, errors: &mut Vec<FieldError>) {
         trait_name(&root.child("traits").index(i), t, errors);
     }
     let mut nodes = BTreeSet::new();
+    let host_traits = root.child("hostTraits");
     for (i, ht) in spec.host_traits.iter().flatten().enumerate() {
-        let p = root.child("hostTraits").index(i);
+        let p = host_traits.index(i);
         if ht.node.is_empty() {
             errors.push(FieldError::required(p.child("node"), "node must be set"));
         } else {
