@@ -266,6 +266,10 @@ fn unescape(key: &str) -> Cow<'_, str> {
 /// hold neither `~` nor `/`, so the result is still valid JSON string contents.
 fn push_token(path: &mut String, key: &str) {
     path.push('/');
+    if !key.contains(['~', '/']) {
+        path.push_str(key);
+        return;
+    }
     for c in key.chars() {
         match c {
             '~' => path.push_str("~0"),

@@ -63,8 +63,10 @@ impl Tape {
         let pos = Cell::new(0);
         let mut record = Record {
             pos: &pos,
-            members: Vec::with_capacity(64),
-            objects: Vec::with_capacity(16),
+            // Room for a defaulted Example Nova (70 members in 30 objects) and more, so that
+            // recording grows nothing.
+            members: Vec::with_capacity(256),
+            objects: Vec::with_capacity(64),
             open_objects: Vec::with_capacity(8),
             open_members: Vec::with_capacity(8),
         };
