@@ -244,8 +244,8 @@ impl Cluster for FileCluster {
 
     /// Every optional kind is served, so `render` shows the routes and autoscalers a cluster
     /// with Gateway API and the VPA would get.
-    fn served(&self, _: &ApiResource) -> Result<bool, ClusterError> {
-        Ok(true)
+    fn served<'a>(&'a self, _: &'a ApiResource) -> BoxFuture<'a, Result<bool, ClusterError>> {
+        Box::pin(async { Ok(true) })
     }
 
     /// A healthy API answers, as the other operators' objects are played healthy.

@@ -25,27 +25,12 @@ use nova_api::v1alpha1::{NodePhase, Nova, NovaCompute};
 use nova_controller::clusters::Registry;
 use nova_controller::metrics::Metrics;
 use nova_support::{
-    POOL_LABEL, READ_VERBS, WRITE_VERBS, create_zoned_node, provide_pool_nova, requests,
-    start_novacompute, touch_five_times, writes,
+    POOL_LABEL, READ_VERBS, WRITE_VERBS, create_zoned_node, pool, pool_condition,
+    provide_pool_nova, requests, start_novacompute, touch_five_times, unreachable_keystone, writes,
 };
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(90);
-
-fn pool(ns: &str, name: &str, nova: &str, selector: Value) -> NovaCompute {
-    serde_json::from_value(json!({
-        "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
-        "kind": "NovaCompute",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "novaRef": {"name": nova},
-            "nodeSelector": selector,
-            "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "768Mi"}},
-            "extraConfig": {"DEFAULT": {"compute_driver": "fake.FakeDriverWithoutFakeNodes"}}
-        }
-    }))
-    .expect("pool")
-}
 
 async fn label_node(nodes: &Api<Node>, name: &str, labels: Value) {
     nodes
@@ -58,39 +43,11 @@ async fn label_node(nodes: &Api<Node>, name: &str, labels: Value) {
         .expect("label node");
 }
 
-/// A Keystone URL on a loopback port nothing listens on: no OpenStack runs in this suite, so
-/// every Aggregates pass fails its login at once (connection refused), without traffic leaving
-/// the machine. The returned socket holds the port bound (never listening, never accepting,
-/// without `SO_REUSEADDR`, so nothing else can bind it) for as long as the caller keeps it.
-fn unreachable_keystone() -> (tokio::net::TcpSocket, String) {
-    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-    socket
-        .bind("127.0.0.1:0".parse().expect("address"))
-        .expect("bind");
-    let port = socket.local_addr().expect("address").port();
-    (socket, format!("http://127.0.0.1:{port}/v3"))
-}
-
 fn passes(metrics: &Metrics) -> u64 {
     metrics
         .reconcile_duration
         .with_label_values(&["NovaRef"])
         .get_sample_count()
-}
-
-/// The (status, reason, message) of a pool condition.
-async fn condition(
-    pools: &Api<NovaCompute>,
-    name: &str,
-    type_: &str,
-) -> Option<(String, String, String)> {
-    let pool = pools.get_opt(name).await.expect("pool")?;
-    let c = pool
-        .status?
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == type_)?;
-    Some((c.status, c.reason, c.message))
 }
 
 async fn wait_for(pools: &Api<NovaCompute>, name: &str, type_: &str, reason: &str) -> String {
@@ -370,7 +327,7 @@ async fn node_pools_on_kwok_nodes() {
         ("VPAReady", "VPANotRequired"),
         ("ExtraConfigHealthy", "NoOwnedKeysOverridden"),
     ] {
-        let (s, r, _) = condition(&pools, "pool-a", type_).await.expect(type_);
+        let (s, r, _) = pool_condition(&pools, "pool-a", type_).await.expect(type_);
         assert_eq!((s.as_str(), r.as_str()), ("True", reason), "{type_}");
     }
     let message = wait_for(&pools, "pool-a", "AggregatesReady", "ComputeAPIError").await;
@@ -434,7 +391,9 @@ async fn node_pools_on_kwok_nodes() {
     })
     .await;
     assert_eq!(
-        condition(&pools, "pool-a", "NodesReady").await.map(|c| c.2),
+        pool_condition(&pools, "pool-a", "NodesReady")
+            .await
+            .map(|c| c.2),
         Some("1 nodes selected, 1 leaving".to_owned())
     );
     let ds = daemonsets

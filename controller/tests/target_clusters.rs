@@ -1,23 +1,26 @@
 //! Target clusters (`common-types.md` §3.17) with two real control planes: the shared one is
 //! the management cluster (the Novas, their status, finalizers and events, the registration
 //! Secrets), a second one of its own (its own etcd and API server, kwok playing pods) is the
-//! target the Novas' children are placed on. The MariaDB operator is simulated on the target.
+//! target the Novas' children and a pool's DaemonSet are placed on. The MariaDB operator is
+//! simulated on the target.
 
 mod nova_support;
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Secret, Service};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use nova_api::labels::ownership;
-use nova_api::v1alpha1::{Nova, TargetClusterRefSpec};
+use nova_api::v1alpha1::{Nova, NovaCompute, TargetClusterRefSpec};
 use nova_controller::clusters::registration::{KUBECONFIG_KEY, LABEL, NAMESPACES_KEY};
 use nova_controller::clusters::{Fleet, Registry, kinds as external};
-use nova_controller::nova;
+use nova_controller::{nova, novacompute};
 use nova_support::*;
 use nova_test_harness::ControlPlane;
 use serde_json::json;
@@ -34,10 +37,19 @@ fn placed(ns: &str, cluster: &str) -> Nova {
     nova
 }
 
-async fn register(client: &Client, clusters_ns: &str, name: &str, kubeconfig: &str, ns: &str) {
+/// Registers the cluster `name`, restricted to the namespace `ns` when given.
+async fn register(
+    client: &Client,
+    clusters_ns: &str,
+    name: &str,
+    kubeconfig: &str,
+    ns: Option<&str>,
+) {
+    let mut data = BTreeMap::from([(KUBECONFIG_KEY, kubeconfig)]);
+    data.extend(ns.map(|ns| (NAMESPACES_KEY, ns)));
     let secret: Secret = serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {LABEL: "true"}},
-        "stringData": {KUBECONFIG_KEY: kubeconfig, NAMESPACES_KEY: ns},
+        "stringData": data,
     }))
     .expect("registration");
     Api::<Secret>::namespaced(client.clone(), clusters_ns)
@@ -46,7 +58,51 @@ async fn register(client: &Client, clusters_ns: &str, name: &str, kubeconfig: &s
         .expect("create registration");
 }
 
-/// The objects of `kind` in `ns` labelled as owned by the Nova `name`.
+/// What this test binary logged so far (the controllers and the fleet run in-process): the
+/// first call installs the capturing subscriber.
+fn logged() -> String {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    let buffer = LOGS.get_or_init(|| {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        let writer = Captured(buffer.clone());
+        let _ = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .try_init();
+        buffer
+    });
+    String::from_utf8_lossy(&buffer.lock().unwrap_or_else(PoisonError::into_inner)).into_owned()
+}
+
+/// A log sink appending to a shared buffer.
+#[derive(Clone)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Creates the namespace `ns` on a target (a prerequisite of placing CRs there).
+async fn namespace_on(client: &Client, ns: &str) {
+    let namespace: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace");
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .expect("the namespace on the target");
+}
+
+/// The objects of `kind` in `ns` labelled as owned by the CR `name`.
 async fn owned_by(
     client: &Client,
     ns: &str,
@@ -58,6 +114,23 @@ async fn owned_by(
         .await
         .expect("list")
         .items
+}
+
+/// Waits until no object of `kinds` in `ns` owned by `owner` is left but those being deleted
+/// (the sweep deletes in the background).
+async fn swept(client: &Client, ns: &str, kinds: &[&kube::core::ApiResource], owner: &str) {
+    for kind in kinds {
+        eventually(
+            &format!("no {} of {owner} left", kind.kind),
+            || async move {
+                owned_by(client, ns, kind, owner)
+                    .await
+                    .iter()
+                    .all(|o| o.meta().deletion_timestamp.is_some())
+            },
+        )
+        .await;
+    }
 }
 
 /// Waits until `check` holds, failing with `what` at the deadline.
@@ -129,6 +202,7 @@ async fn finalizers(novas: &Api<Nova>, name: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn novas_placed_on_a_registered_target_cluster() {
+    logged();
     let home = nova_test_harness::shared()
         .await
         .expect("management control plane");
@@ -140,12 +214,7 @@ async fn novas_placed_on_a_registered_target_cluster() {
         .namespace("clusters")
         .await
         .expect("clusters namespace");
-    let on_target: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace");
-    Api::<Namespace>::all(target_client.clone())
-        .create(&PostParams::default(), &on_target)
-        .await
-        .expect("the namespace on the target");
+    namespace_on(&target_client, &ns).await;
     provide_inputs(&target_client, &ns).await;
 
     let registry = Registry::default().register(nova::controller::kinds());
@@ -165,7 +234,7 @@ async fn novas_placed_on_a_registered_target_cluster() {
         "apiVersion: v1\nkind: Config\nclusters:\n- name: t\n  cluster: {{server: \"{}\"}}\nusers:\n- name: plugin\n  user:\n    exec: {{apiVersion: client.authentication.k8s.io/v1, command: /bin/true}}\ncontexts:\n- name: t\n  context: {{cluster: t, user: plugin}}\ncurrent-context: t\n",
         target.server_url()
     );
-    register(&home_client, &clusters_ns, "exec-cluster", &exec, &ns).await;
+    register(&home_client, &clusters_ns, "exec-cluster", &exec, Some(&ns)).await;
     for (name, cluster) in [("nova-exec", "exec-cluster"), ("nova-nowhere", "nowhere")] {
         let mut nova = placed(&ns, cluster);
         nova.metadata.name = Some(name.to_owned());
@@ -177,10 +246,19 @@ async fn novas_placed_on_a_registered_target_cluster() {
         assert_eq!(message, "cluster not found", "{name}");
         assert!(finalizers(&novas, name).await.is_empty(), "{name}");
     }
+    let refusal = logged();
+    assert!(
+        refusal
+            .lines()
+            .any(|l| l.contains("target-cluster registration refused")
+                && l.contains("exec-cluster")
+                && l.contains("user plugin uses exec, which is refused")),
+        "the refusal is logged with its reason"
+    );
 
     // A registered target: every child there, with the ownership labels, none at home.
     let kubeconfig = std::fs::read_to_string(target.kubeconfig_path()).expect("kubeconfig");
-    register(&home_client, &clusters_ns, "target", &kubeconfig, &ns).await;
+    register(&home_client, &clusters_ns, "target", &kubeconfig, Some(&ns)).await;
     for name in ["nova", "nova-b"] {
         let mut nova = placed(&ns, "target");
         nova.metadata.name = Some(name.to_owned());
@@ -219,6 +297,11 @@ async fn novas_placed_on_a_registered_target_cluster() {
     for name in ["nova-exec", "nova-nowhere"] {
         for kind in [&secret, &config_map, &database] {
             assert!(owned_by(&target_client, &ns, kind, name).await.is_empty());
+            let at_home = Api::<DynamicObject>::namespaced_with(home_client.clone(), &ns, kind)
+                .list(&ListParams::default().labels(&format!("app.kubernetes.io/instance={name}")))
+                .await
+                .expect("list");
+            assert!(at_home.items.is_empty(), "{name}: no {} at home", kind.kind);
         }
     }
     assert_eq!(
@@ -265,6 +348,33 @@ async fn novas_placed_on_a_registered_target_cluster() {
     assert!(home_cost.is_empty(), "management cluster: {home_cost:?}");
     assert!(target_cost.is_empty(), "target cluster: {target_cost:?}");
 
+    // A remote child deleted on the target comes back: its event re-reconciles the owner.
+    let child = owned_by(&target_client, &ns, &secret, "nova")
+        .await
+        .into_iter()
+        .next()
+        .expect("a Secret of the Nova on the target");
+    let (name, uid) = (child.name_any(), child.uid());
+    let target_secrets: Api<Secret> = Api::namespaced(target_client.clone(), &ns);
+    target_secrets
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete the remote child");
+    let deleted = Instant::now();
+    let (secrets_ref, name_ref, uid_ref) = (&target_secrets, name.as_str(), &uid);
+    eventually(&format!("{name} recreated on the target"), || async move {
+        secrets_ref
+            .get_opt(name_ref)
+            .await
+            .expect("get")
+            .is_some_and(|s| s.uid() != *uid_ref)
+    })
+    .await;
+    println!(
+        "remote child {name} recreated {:?} after its deletion (the Nova's poll is 30 s)",
+        deleted.elapsed()
+    );
+
     // Deleting the Nova sweeps the target clean.
     novas
         .delete("nova", &DeleteParams::default())
@@ -274,18 +384,13 @@ async fn novas_placed_on_a_registered_target_cluster() {
         novas_ref.get_opt("nova").await.expect("get").is_none()
     })
     .await;
-    for kind in [&secret, &config_map, &database] {
-        eventually(
-            &format!("no {} of the Nova left", kind.kind),
-            || async move {
-                owned_by(there, namespace, kind, "nova")
-                    .await
-                    .iter()
-                    .all(|o| o.meta().deletion_timestamp.is_some())
-            },
-        )
-        .await;
-    }
+    swept(
+        &target_client,
+        &ns,
+        &[&secret, &config_map, &database],
+        "nova",
+    )
+    .await;
     assert!(
         !owned_by(&target_client, &ns, &secret, "nova-b")
             .await
@@ -326,4 +431,209 @@ async fn novas_placed_on_a_registered_target_cluster() {
             .is_some_and(|n| n.contains("stay behind")),
         "{abandoned:?}"
     );
+}
+
+/// The node names of a pool's ledger.
+async fn ledger_names(pools: &Api<NovaCompute>, name: &str) -> Vec<String> {
+    let pool = pools.get_opt(name).await.expect("pool");
+    pool.and_then(|p| p.status)
+        .map(|s| s.nodes.into_iter().map(|e| e.name).collect())
+        .unwrap_or_default()
+}
+
+/// A NovaCompute placed on a target (`novacompute.md` §4.6, §5, §7.1): its Nova lives at home
+/// and is itself placed on the target (no Nova controller runs: the Nova carries the status a
+/// converged one publishes), so the pool reads the Nova at home, the service-user password and
+/// the contract on the target, lists the target's kwok nodes and runs its DaemonSet there; its
+/// Keystone call goes through the target API server's service proxy (the Keystone Service there
+/// has no endpoint, so the proxy's own answer comes back). A target node relabelled into the
+/// selection joins the ledger; deleting the pool (after its Nova) reaps the mirrors on the
+/// target, not the same-named Secret at home, and sweeps the target.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pool_placed_on_a_registered_target_cluster() {
+    // A management cluster of its own: the pool controller runs cluster-wide there, and the
+    // other test's request counters must not see its passes.
+    let home = ControlPlane::start()
+        .await
+        .expect("management control plane");
+    let target = ControlPlane::start().await.expect("target control plane");
+    let home_client = home.client().expect("client");
+    let target_client = target.client().expect("target client");
+    let ns = home.namespace("pool-placed").await.expect("namespace");
+    let clusters_ns = home
+        .namespace("pool-clusters")
+        .await
+        .expect("clusters namespace");
+    namespace_on(&target_client, &ns).await;
+
+    let novas: Api<Nova> = Api::namespaced(home_client.clone(), &ns);
+    let mut nova = placed(&ns, "east");
+    nova.spec.keystone_endpoint = format!("http://keystone.{ns}.svc:5000/v3");
+    create_published(&home_client, &nova).await;
+    let contract = contract(SERVICE_PASSWORD);
+    let there: Api<Secret> = Api::namespaced(target_client.clone(), &ns);
+    put_secret(&there, "nova-keystone", &[("password", SERVICE_PASSWORD)]).await;
+    put_secret(&there, "nova-compute-config", &contract).await;
+    put_secret(
+        &there,
+        "nova-hypervisor-operator-auth",
+        &[("password", "x")],
+    )
+    .await;
+    for mirror in ["nova-compute-config", "nova-hypervisor-operator-auth"] {
+        mark_mirror(&there, mirror).await;
+    }
+    let at_home: Api<Secret> = Api::namespaced(home_client.clone(), &ns);
+    put_secret(&at_home, "nova-compute-config", &contract).await;
+    mark_mirror(&at_home, "nova-compute-config").await;
+    let keystone: Service = serde_json::from_value(json!({
+        "metadata": {"name": "keystone"},
+        "spec": {"selector": {"app": "keystone"}, "ports": [{"port": 5000}]}
+    }))
+    .expect("service");
+    Api::<Service>::namespaced(target_client.clone(), &ns)
+        .create(&PostParams::default(), &keystone)
+        .await
+        .expect("the Keystone Service on the target");
+    let target_nodes: Api<Node> = Api::all(target_client.clone());
+    create_zoned_node(&target_nodes, "east-0", "east", "az1").await;
+    create_zoned_node(&target_nodes, "east-1", "later", "az1").await;
+
+    // Registered cluster-wide: the target's Nodes are watched only then.
+    let kubeconfig = std::fs::read_to_string(target.kubeconfig_path()).expect("kubeconfig");
+    register(&home_client, &clusters_ns, "east", &kubeconfig, None).await;
+    let registry = Registry::default()
+        .register(nova::controller::kinds())
+        .register(novacompute::controller::kinds());
+    let fleet = Fleet::start(home_client.clone(), &clusters_ns, registry, WINDOW);
+    fleet.settled().await;
+    start_novacompute_placing(home_client.clone(), Registry::default(), Some(fleet)).await;
+
+    let pools: Api<NovaCompute> = Api::namespaced(home_client.clone(), &ns);
+    let mut east = pool(&ns, "east-pool", "nova", json!({POOL_LABEL: "east"}));
+    east.spec.target_cluster_ref = Some(TargetClusterRefSpec {
+        name: "east".into(),
+    });
+    pools
+        .create(&PostParams::default(), &east)
+        .await
+        .expect("create pool");
+    let pools_ref = &pools;
+
+    // The DaemonSet and the config run on the target, claimed by the ownership labels, and
+    // its pod runs on the target's kwok node; nothing at home.
+    eventually(
+        "the DaemonSet runs a ready pod on the target's node",
+        || async move {
+            pool_condition(pools_ref, "east-pool", "DaemonSetReady")
+                .await
+                .is_some_and(|(status, _, _)| status == "True")
+        },
+    )
+    .await;
+    assert_eq!(ledger_names(&pools, "east-pool").await, ["east-0"]);
+    let daemonset = kube::core::ApiResource::erase::<DaemonSet>(&());
+    let config_map = kube::core::ApiResource::erase::<ConfigMap>(&());
+    for kind in [&daemonset, &config_map] {
+        let children = owned_by(&target_client, &ns, kind, "east-pool").await;
+        assert!(!children.is_empty(), "{} on the target", kind.kind);
+        for child in children {
+            let labels = child.labels();
+            assert_eq!(labels[ownership::KIND], "NovaCompute");
+            assert_eq!(labels[ownership::NAMESPACE], ns);
+            assert!(
+                child.meta().owner_references.is_none(),
+                "{}",
+                child.name_any()
+            );
+        }
+        let at_home = Api::<DynamicObject>::namespaced_with(home_client.clone(), &ns, kind)
+            .list(&ListParams::default().labels("app.kubernetes.io/instance=east-pool"))
+            .await
+            .expect("list");
+        assert!(at_home.items.is_empty(), "no {} at home", kind.kind);
+    }
+
+    // The Keystone call went through the target's service proxy: the proxy answers for the
+    // Service without endpoint (a direct call would not resolve the Service name).
+    eventually(
+        "the Keystone call answered through the proxy",
+        || async move {
+            pool_condition(pools_ref, "east-pool", "AggregatesReady")
+                .await
+                .is_some_and(|(_, reason, _)| reason == "ComputeAPIError")
+        },
+    )
+    .await;
+    let (_, _, authenticating) = pool_condition(&pools, "east-pool", "AggregatesReady")
+        .await
+        .expect("AggregatesReady");
+    println!("placed pool's Keystone call: {authenticating}");
+    assert!(
+        authenticating.starts_with("authenticating: POST /v3/auth/tokens: HTTP "),
+        "{authenticating}"
+    );
+    assert!(!authenticating.contains(SERVICE_PASSWORD));
+
+    // A target node relabelled into the selection wakes the pool (its poll is 30 s).
+    let relabelled = Instant::now();
+    target_nodes
+        .patch(
+            "east-1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {POOL_LABEL: "east"}}})),
+        )
+        .await
+        .expect("relabel");
+    eventually(
+        "the relabelled target node joins the ledger",
+        || async move { ledger_names(pools_ref, "east-pool").await == ["east-0", "east-1"] },
+    )
+    .await;
+    println!(
+        "relabelled target node in the ledger after {:?}",
+        relabelled.elapsed()
+    );
+
+    // Deleting the pool (its Nova gone first: the Nova side is skipped) reaps the mirrors on
+    // the target, leaves the home Secret of the same name, and sweeps the target.
+    novas
+        .delete("nova", &DeleteParams::default())
+        .await
+        .expect("delete Nova");
+    pools
+        .delete("east-pool", &DeleteParams::default())
+        .await
+        .expect("delete pool");
+    eventually("the pool is gone", || async move {
+        pools_ref.get_opt("east-pool").await.expect("get").is_none()
+    })
+    .await;
+    swept(&target_client, &ns, &[&daemonset, &config_map], "east-pool").await;
+    for mirror in ["nova-compute-config", "nova-hypervisor-operator-auth"] {
+        let there = &there;
+        eventually(&format!("{mirror} reaped on the target"), || async move {
+            there.get_opt(mirror).await.expect("get").is_none()
+        })
+        .await;
+    }
+    assert!(
+        at_home
+            .get_opt("nova-compute-config")
+            .await
+            .expect("get")
+            .is_some(),
+        "the Secret at home is not on the pool's cluster"
+    );
+    // The recorder folds the second event of the same reason into a series of the first.
+    let reaped: i32 = Api::<Event>::namespaced(home_client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("ComputeConfigMirrorReaped"))
+        .map(|e| e.series.map_or(1, |s| s.count))
+        .sum();
+    assert_eq!(reaped, 2, "one event per reaped mirror");
 }

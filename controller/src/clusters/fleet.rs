@@ -21,6 +21,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Config, ResourceExt};
 use tokio::task::{AbortHandle, JoinHandle};
 
+use super::local::Target;
 use super::registration::{self, LABEL, Registration};
 use super::{CLUSTER_NOT_FOUND, Cluster, LocalCluster, Meta, Registry};
 
@@ -250,22 +251,25 @@ impl Fleet {
     /// registration changed meanwhile.
     async fn engage(self: Arc<Self>, registration: Registration) {
         let name = registration.name.clone();
-        let client = match client_for(&registration).await {
-            Ok(client) => client,
+        let (client, proxy) = match client_for(&registration).await {
+            Ok(clients) => clients,
             Err(e) => {
                 tracing::warn!(cluster = %name, error = %e, "engaging the target cluster failed; it does not resolve");
                 return;
             }
         };
+        let target = || Target {
+            proxy: proxy.clone(),
+        };
         let handles = match &registration.namespaces {
             None => Handles::ClusterWide(
-                LocalCluster::start_target(&name, client, None, self.registry.clone()).await,
+                LocalCluster::start_target(target(), client, None, self.registry.clone()).await,
             ),
             Some(namespaces) => {
                 let mut handles = BTreeMap::new();
                 for ns in namespaces {
                     let handle = LocalCluster::start_target(
-                        &name,
+                        target(),
                         client.clone(),
                         Some(ns.clone()),
                         self.registry.clone(),
@@ -317,13 +321,17 @@ fn attach(name: &str, handles: &Handles, follower: &Follower) {
     }
 }
 
-/// The client of a registration; its credentials were checked to be inline.
-async fn client_for(registration: &Registration) -> Result<Client, String> {
+/// The clients of a registration (its credentials were checked to be inline): the API
+/// client, and one without retries for what the service proxy carries.
+async fn client_for(registration: &Registration) -> Result<(Client, Client), String> {
     let config = Config::from_custom_kubeconfig(
         registration.kubeconfig.clone(),
         &KubeConfigOptions::default(),
     )
     .await
     .map_err(|e| format!("loading the kubeconfig: {e}"))?;
-    Client::try_from(config).map_err(|e| format!("building the client: {e}"))
+    let mut proxy = config.clone();
+    proxy.default_retry = false;
+    let build = |config| Client::try_from(config).map_err(|e| format!("building the client: {e}"));
+    Ok((build(config)?, build(proxy)?))
 }

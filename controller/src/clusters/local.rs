@@ -36,7 +36,7 @@ use super::{
     Applied, Caching, Child, Cluster, ClusterError, FIELD_MANAGER, JobReport, KindSpec, Labels,
     Meta, Owner, SecretValues, controller_of, selector_string, selects,
 };
-use crate::openstack::{Direct, Transport};
+use crate::openstack::{Direct, Proxied, Transport};
 use crate::sensitive::Sensitive;
 
 /// The annotation `kubectl apply` keeps the whole last-applied object in (for a Secret, its
@@ -166,9 +166,9 @@ fn fresh(content: Option<&str>, watched: Option<&str>) -> bool {
 /// (engaged by the [`super::Fleet`]) a registered target cluster.
 pub struct LocalCluster {
     client: Client,
-    /// The registered name of a target cluster; None for the management cluster. A target
-    /// claims children by ownership labels and probes Services through its API server.
-    target: Option<String>,
+    /// The target cluster this handle reaches; None for the management cluster. A target
+    /// claims children by ownership labels and reaches Services through its API server.
+    target: Option<Target>,
     scope: Option<String>,
     probe_address: Option<std::net::SocketAddr>,
     transport: Arc<dyn Transport>,
@@ -178,6 +178,14 @@ pub struct LocalCluster {
     reports: Mutex<HashMap<String, Option<String>>>,
     /// The watch tasks, stopped when the handle goes (a target cluster dropped or re-engaged).
     tasks: Vec<tokio::task::AbortHandle>,
+}
+
+/// What a handle knows of the registered target cluster it reaches.
+pub(super) struct Target {
+    /// A client of the same registration without the API client's retries of 429, 503 and
+    /// 504: what the service proxy carries is a Service's answer (a Nova API down, a Keystone
+    /// without endpoint), reported as it comes rather than retried for minutes.
+    pub proxy: Client,
 }
 
 impl Drop for LocalCluster {
@@ -199,18 +207,18 @@ impl LocalCluster {
         Self::start_on(None, client, scope, registry).await
     }
 
-    /// Like [`LocalCluster::start`], for the registered target cluster `name`.
+    /// Like [`LocalCluster::start`], for a registered target cluster.
     pub(super) async fn start_target(
-        name: &str,
+        target: Target,
         client: Client,
         scope: Option<String>,
         registry: Registry,
     ) -> Arc<LocalCluster> {
-        Self::start_on(Some(name.to_owned()), client, scope, registry).await
+        Self::start_on(Some(target), client, scope, registry).await
     }
 
     async fn start_on(
-        target: Option<String>,
+        target: Option<Target>,
         client: Client,
         scope: Option<String>,
         registry: Registry,
@@ -239,12 +247,17 @@ impl LocalCluster {
             let _ = tx.send(true);
         });
         tasks.push(waiter.abort_handle());
+        // A target's Services are reached through its API server, never dialled.
+        let transport: Arc<dyn Transport> = match &target {
+            None => Arc::new(Direct::routed(registry.service_routes)),
+            Some(target) => Arc::new(Proxied::new(target.proxy.clone())),
+        };
         Arc::new(LocalCluster {
             client,
             target,
             scope,
             probe_address: registry.probe_address,
-            transport: Arc::new(Direct::routed(registry.service_routes)),
+            transport,
             kinds,
             synced,
             reports: Mutex::default(),
@@ -702,14 +715,20 @@ impl Cluster for LocalCluster {
         self.scope.as_deref()
     }
 
-    fn served(&self, kind: &ApiResource) -> Result<bool, ClusterError> {
-        Ok(self.cache(kind)?.served)
+    fn served<'a>(&'a self, kind: &'a ApiResource) -> BoxFuture<'a, Result<bool, ClusterError>> {
+        Box::pin(async move {
+            let latched = self.cache(kind)?.served;
+            match &self.target {
+                Some(target) if !latched => reprobe(&target.proxy, kind).await,
+                _ => Ok(latched),
+            }
+        })
     }
 
     fn probe<'a>(&'a self, url: &'a str) -> BoxFuture<'a, super::probe::Probe> {
         match &self.target {
             None => Box::pin(super::probe::get(url, self.probe_address)),
-            Some(_) => Box::pin(super::probe::through_proxy(&self.client, url)),
+            Some(target) => Box::pin(super::probe::through_proxy(&target.proxy, url)),
         }
     }
 
@@ -1002,6 +1021,22 @@ impl Cluster for LocalCluster {
             }
             Ok(stale.len())
         })
+    }
+}
+
+/// Asks a target's API server whether it serves `kind` now (through the client without
+/// retries, so a throttled or unavailable server fails the probe at once): a group or kind it
+/// does not know is not served, any other failure is the probe's error.
+async fn reprobe(client: &Client, kind: &ApiResource) -> Result<bool, ClusterError> {
+    let gvk = GroupVersionKind::gvk(&kind.group, &kind.version, &kind.kind);
+    match kube::discovery::pinned_kind(client, &gvk).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(kube::Error::Discovery(_)) => Ok(false),
+        Err(e) => Err(ClusterError::Kube {
+            action: format!("discovering {}", kind.api_version),
+            source: e,
+        }),
     }
 }
 

@@ -424,9 +424,11 @@ pub trait Cluster: Send + Sync {
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<Meta>, ClusterError>>;
 
-    /// Whether the cluster serves a registered kind (the capability probe of an optional
-    /// kind: for the management cluster a latch probed once at start-up).
-    fn served(&self, kind: &ApiResource) -> Result<bool, ClusterError>;
+    /// Whether the cluster serves a registered kind (`common-types.md` §3.17 "Capability
+    /// probes"): for the management cluster a latch probed once at start-up; a target asks its
+    /// API server again on every call while the kind was not served at engagement (a kind
+    /// served then is answered from that answer, as a RESTMapper's cache would).
+    fn served<'a>(&'a self, kind: &'a ApiResource) -> BoxFuture<'a, Result<bool, ClusterError>>;
 
     /// One GET of a plain-http Service URL on this cluster (the API health probe).
     fn probe<'a>(&'a self, url: &'a str) -> BoxFuture<'a, probe::Probe>;
@@ -613,6 +615,11 @@ impl Clusters {
             targets,
             failures: Mutex::default(),
         }
+    }
+
+    /// The management cluster, where every CR, its status and its finalizers live.
+    pub fn local(&self) -> Arc<dyn Cluster> {
+        self.local.clone()
     }
 
     /// The handle of `target` (None = the management cluster) for a CR in `namespace`, or

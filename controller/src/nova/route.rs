@@ -9,7 +9,7 @@ use nova_api::v1alpha1::{GatewaySpec, Nova};
 use super::resolved::Resolved;
 use super::{NovaPass, NovaPlan};
 use crate::clusters::kinds;
-use crate::pipeline::{Plan, REQUEUE_DEPLOYMENT_POLLING, StepError, StepFuture};
+use crate::pipeline::{Plan, REQUEUE_DEPLOYMENT_POLLING, StepError, StepFuture, capability};
 use crate::render::http_route::{accepted, http_route};
 
 /// One of the three routes.
@@ -40,12 +40,21 @@ pub struct Observed {
     pub controlled: bool,
     /// Whether the live route's status reports a parent's acceptance.
     pub accepted: bool,
+    /// Why the capability probe failed.
+    pub probe_failed: Option<String>,
 }
 
 async fn observe(pass: &NovaPass, step: RouteStep) -> Result<Observed, StepError> {
     let kind = kinds::http_route();
-    if !pass.cluster.served(&kind)? {
-        return Ok(Observed::default());
+    match capability::probe(&*pass.cluster, &kind).await {
+        Ok(true) => {}
+        Ok(false) => return Ok(Observed::default()),
+        Err(message) => {
+            return Ok(Observed {
+                probe_failed: Some(message),
+                ..Observed::default()
+            });
+        }
     }
     let name = (step.route)(&pass.cr.name_any());
     let Some(live) = pass
@@ -64,6 +73,7 @@ async fn observe(pass: &NovaPass, step: RouteStep) -> Result<Observed, StepError
         served: true,
         controlled: pass.owner.controls(&live.metadata),
         accepted: accepted(&body),
+        probe_failed: None,
     })
 }
 
@@ -77,6 +87,9 @@ pub fn run(pass: &NovaPass, step: RouteStep) -> StepFuture<'_, Nova> {
 
 /// A route step's plan.
 pub fn plan(step: RouteStep, nova: &Nova, observed: &Observed, _: &Resolved) -> NovaPlan {
+    if let Some(message) = &observed.probe_failed {
+        return Plan::probe_failed(step.condition, message);
+    }
     let block = (step.block)(nova);
     let not_required = |plan: NovaPlan| {
         plan.ready(
@@ -95,10 +108,7 @@ pub fn plan(step: RouteStep, nova: &Nova, observed: &Observed, _: &Resolved) -> 
                 step.condition,
                 false,
                 Reason::GatewayAPINotInstalled,
-                format!(
-                    "{} is set but the gateway.networking.k8s.io/v1 HTTPRoute CRD is not installed in this cluster; install Gateway API and restart the operator to enable external {} exposure",
-                    step.block_path, step.noun
-                ),
+                gateway_not_installed(step, nova),
             ),
         };
     }
@@ -135,6 +145,21 @@ pub fn plan(step: RouteStep, nova: &Nova, observed: &Observed, _: &Resolved) -> 
     }
 }
 
+/// The `GatewayAPINotInstalled` message: a local cluster is probed once at start-up; a
+/// target, named, on every reconcile, and only a new engagement starts the route's watch there.
+fn gateway_not_installed(step: RouteStep, nova: &Nova) -> String {
+    let (block, noun) = (step.block_path, step.noun);
+    match &nova.spec.target_cluster_ref {
+        None => format!(
+            "{block} is set but the gateway.networking.k8s.io/v1 HTTPRoute CRD is not installed in this cluster; install Gateway API and restart the operator to enable external {noun} exposure"
+        ),
+        Some(target) => format!(
+            "{block} is set but the gateway.networking.k8s.io/v1 HTTPRoute CRD is not installed in target cluster {}; install Gateway API there to enable external {noun} exposure (the operator re-checks on every reconcile; rotate the cluster's kubeconfig Secret to restore the HTTPRoute drift watch)",
+            target.name
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +174,7 @@ mod tests {
             served: true,
             controlled: route.is_some(),
             accepted: route == Some(true),
+            probe_failed: None,
         }
     }
 
@@ -184,6 +210,37 @@ mod tests {
 
     fn plan_of(step: RouteStep, nova: &Nova, observed: Observed) -> NovaPlan {
         plan(step, nova, &observed, &Resolved::default())
+    }
+
+    #[test]
+    fn on_a_target_the_missing_kind_names_it_and_a_failed_probe_fails_the_step() {
+        let mut nova = example();
+        nova.spec.target_cluster_ref = Some(nova_api::v1alpha1::TargetClusterRefSpec {
+            name: "east".into(),
+        });
+        let console = console_http_route::STEP;
+        let (ok, reason, message) = verdict(&plan_of(console, &nova, Observed::default()), console);
+        assert_eq!((ok, reason), (false, Reason::GatewayAPINotInstalled));
+        assert_eq!(
+            message,
+            "spec.consoleProxy.gateway is set but the gateway.networking.k8s.io/v1 HTTPRoute CRD is not installed in target cluster east; install Gateway API there to enable external Nova console proxy exposure (the operator re-checks on every reconcile; rotate the cluster's kubeconfig Secret to restore the HTTPRoute drift watch)"
+        );
+        let failed = Observed {
+            probe_failed: Some(
+                "Probing the target cluster for the HTTPRoute kind failed: x".into(),
+            ),
+            ..Observed::default()
+        };
+        let plan = plan_of(console, &nova, failed);
+        assert_eq!(
+            verdict(&plan, console),
+            (
+                false,
+                Reason::CapabilityProbeFailed,
+                "Probing the target cluster for the HTTPRoute kind failed: x".into()
+            )
+        );
+        assert!(plan.error.is_some() && plan.children.is_empty() && plan.removals.is_empty());
     }
 
     #[test]

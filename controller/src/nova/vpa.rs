@@ -10,7 +10,7 @@ use super::console_proxy::enabled as proxy_enabled;
 use super::resolved::Resolved;
 use super::{NovaPass, NovaPlan};
 use crate::clusters::kinds;
-use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
+use crate::pipeline::{Plan, StepError, StepFuture, capability, observe_then_plan};
 use crate::render::autoscaling::vpa;
 use crate::render::pod::Role;
 
@@ -23,6 +23,8 @@ pub struct Observed {
     pub served: bool,
     /// The VPAs carrying the Nova's labels that it controls.
     pub controlled: Vec<String>,
+    /// Why the capability probe failed.
+    pub probe_failed: Option<String>,
 }
 
 /// The VPA step.
@@ -32,8 +34,15 @@ pub fn run(pass: &NovaPass) -> StepFuture<'_, Nova> {
 
 async fn observe(pass: &NovaPass) -> Result<Observed, StepError> {
     let kind = kinds::vertical_pod_autoscaler();
-    if !pass.cluster.served(&kind)? {
-        return Ok(Observed::default());
+    match capability::probe(&*pass.cluster, &kind).await {
+        Ok(true) => {}
+        Ok(false) => return Ok(Observed::default()),
+        Err(message) => {
+            return Ok(Observed {
+                probe_failed: Some(message),
+                ..Observed::default()
+            });
+        }
     }
     let controlled = pass
         .cluster
@@ -45,6 +54,7 @@ async fn observe(pass: &NovaPass) -> Result<Observed, StepError> {
     Ok(Observed {
         served: true,
         controlled,
+        probe_failed: None,
     })
 }
 
@@ -63,6 +73,9 @@ fn wanted(nova: &Nova) -> Vec<(String, &VerticalAutoscalingSpec)> {
 
 /// The VPA step's plan.
 pub fn plan(nova: &Nova, observed: &Observed, _: &Resolved) -> NovaPlan {
+    if let Some(message) = &observed.probe_failed {
+        return Plan::probe_failed(CONDITION, message);
+    }
     let wanted = wanted(nova);
     let names: Vec<&str> = wanted.iter().map(|(n, _)| n.as_str()).collect();
     if !observed.served {
@@ -73,9 +86,9 @@ pub fn plan(nova: &Nova, observed: &Observed, _: &Resolved) -> NovaPlan {
                 CONDITION,
                 false,
                 Reason::VPANotInstalled,
-                format!(
-                    "the cluster does not serve autoscaling.k8s.io/v1 VerticalPodAutoscaler; opted-in workloads: {} (install the VerticalPodAutoscaler and restart the operator)",
-                    names.join(", ")
+                capability::vpa_not_installed(
+                    nova.spec.target_cluster_ref.is_some(),
+                    &names.join(", "),
                 ),
             )
         };
@@ -147,6 +160,7 @@ mod tests {
         let observed = Observed {
             served: true,
             controlled: vec!["nova-conductor".into(), "nova-scheduler".into()],
+            probe_failed: None,
         };
         let plan = plan(&opted_in(), &observed, &Resolved::default());
         assert_eq!(

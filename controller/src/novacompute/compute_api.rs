@@ -11,16 +11,16 @@ use super::{NovaComputePass, NovaComputePlan, ledger};
 use crate::openstack::{Client, Credentials, Endpoints};
 use crate::pipeline::EventNote;
 
-/// The client of this pass: the one an earlier step built, or a new one for the Nova. The
-/// Nova of a pool is on the pool's management cluster in this build (no target cluster
-/// resolves), so its Services are reached through the pass's own handle.
+/// The client of this pass: the one an earlier step built, or a new one for the Nova, whose
+/// Services are reached through the Nova's cluster (`novacompute.md` §7.1: directly for a
+/// local Nova, through its target API server's service proxy for a placed one).
 pub fn client(pass: &NovaComputePass, nova: &NovaInputs) -> Arc<Client> {
     if let Some(client) = &pass.resolved.openstack {
         return client.clone();
     }
     let (endpoints, credentials) = addressing(nova);
     Arc::new(Client::new(
-        pass.cluster.transport(),
+        nova.cluster.handle.transport(),
         endpoints,
         credentials,
     ))
@@ -130,6 +130,7 @@ mod tests {
                 project_domain_name: "Projects".into(),
                 password: Sensitive::new("p"),
             },
+            cluster: crate::novacompute::fixtures::home(),
         };
         let (endpoints, credentials) = addressing(&inputs);
         assert_eq!(

@@ -11,7 +11,7 @@ use nova_api::v1alpha1::NovaCompute;
 use super::resolved::Resolved;
 use super::{NovaComputePass, NovaComputePlan, nova_side};
 use crate::clusters::kinds;
-use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
+use crate::pipeline::{Plan, StepError, StepFuture, capability, observe_then_plan};
 use crate::render::autoscaling::vpa_of;
 
 const CONDITION: NovaComputeConditionType = NovaComputeConditionType::VPAReady;
@@ -23,6 +23,8 @@ pub struct Observed {
     pub served: bool,
     /// Whether a VPA of the DaemonSet's name exists that this pool controls.
     pub controlled: bool,
+    /// Why the capability probe failed.
+    pub probe_failed: Option<String>,
 }
 
 /// The ComputeVPA step.
@@ -32,8 +34,15 @@ pub fn run(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
 
 async fn observe(pass: &NovaComputePass) -> Result<Observed, StepError> {
     let kind = kinds::vertical_pod_autoscaler();
-    if !pass.cluster.served(&kind)? {
-        return Ok(Observed::default());
+    match capability::probe(&*pass.cluster, &kind).await {
+        Ok(true) => {}
+        Ok(false) => return Ok(Observed::default()),
+        Err(message) => {
+            return Ok(Observed {
+                probe_failed: Some(message),
+                ..Observed::default()
+            });
+        }
     }
     let name = NovaComputeNames::new(&pass.cr.name_any()).daemonset();
     let controlled = pass
@@ -43,11 +52,15 @@ async fn observe(pass: &NovaComputePass) -> Result<Observed, StepError> {
     Ok(Observed {
         served: true,
         controlled,
+        probe_failed: None,
     })
 }
 
 /// The ComputeVPA step's plan. A missing VPA kind is reported, not waited on.
 pub fn plan(pool: &NovaCompute, observed: &Observed, resolved: &Resolved) -> NovaComputePlan {
+    if let Some(message) = &observed.probe_failed {
+        return Plan::probe_failed(CONDITION, message);
+    }
     let name = NovaComputeNames::new(&pool.name_any()).daemonset();
     let wanted = pool
         .spec
@@ -70,9 +83,7 @@ pub fn plan(pool: &NovaCompute, observed: &Observed, resolved: &Resolved) -> Nov
             CONDITION,
             false,
             Reason::VPANotInstalled,
-            format!(
-                "the cluster does not serve autoscaling.k8s.io/v1 VerticalPodAutoscaler; opted-in workloads: {name} (install the VerticalPodAutoscaler and restart the operator)"
-            ),
+            capability::vpa_not_installed(pool.spec.target_cluster_ref.is_some(), &name),
         );
     }
     Plan::proceed()
@@ -112,7 +123,7 @@ mod tests {
     fn the_vpa_targets_the_applied_daemonset() {
         let served = Observed {
             served: true,
-            controlled: false,
+            ..Observed::default()
         };
         let plan = plan(&opted_in(), &served, &applied());
         let body = plan.children[0]
@@ -128,6 +139,29 @@ mod tests {
         );
         let missing = plan_for(&opted_in(), Observed::default(), &applied());
         assert_eq!(missing, (false, Reason::VPANotInstalled));
+        let mut placed = opted_in();
+        placed.spec.target_cluster_ref = Some(nova_api::v1alpha1::TargetClusterRefSpec {
+            name: "east".into(),
+        });
+        let remote = super::plan(&placed, &Observed::default(), &applied());
+        assert_eq!(
+            remote.verdict(CONDITION).map(|v| v.message.as_str()),
+            Some(
+                "the target cluster does not serve autoscaling.k8s.io/v1 VerticalPodAutoscaler; opted-in workloads: pool-a-nova-compute (the operator re-checks on every reconcile; rotate the cluster's kubeconfig Secret to restore the VerticalPodAutoscaler drift watch)"
+            )
+        );
+        let failed = Observed {
+            probe_failed: Some(
+                "Probing the target cluster for the VerticalPodAutoscaler kind failed: x".into(),
+            ),
+            ..Observed::default()
+        };
+        let failing = super::plan(&placed, &failed, &applied());
+        assert_eq!(
+            failing.verdict(CONDITION).map(|v| (v.ok, v.reason)),
+            Some((false, Reason::CapabilityProbeFailed))
+        );
+        assert!(failing.error.is_some() && failing.children.is_empty());
     }
 
     fn plan_for(pool: &NovaCompute, observed: Observed, resolved: &Resolved) -> (bool, Reason) {
@@ -141,6 +175,7 @@ mod tests {
         let controlled = Observed {
             served: true,
             controlled: true,
+            probe_failed: None,
         };
         for (pool, resolved) in [(pool(), applied()), (opted_in(), Resolved::default())] {
             let plan = plan(&pool, &controlled, &resolved);

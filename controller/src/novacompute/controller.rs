@@ -8,21 +8,25 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
 use futures::channel::mpsc;
+use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
 use kube::core::ApiResource;
-use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use nova_api::v1alpha1::{NodePhase, Nova, NovaCompute};
 
 use super::pools::{Pools, nova_key};
 use super::{held, ledger};
-use crate::clusters::{Caching, Cluster, ClusterExt, KindSpec, LocalCluster, Meta, kinds, selects};
+use crate::clusters::{
+    Caching, Cluster, ClusterExt, Fleet, KindSpec, LocalCluster, Meta, kinds, selects,
+};
 use crate::metrics::Metrics;
+use crate::pipeline::Reconciled;
 use crate::pipeline::index::ObjectKey;
-use crate::pipeline::runner;
+use crate::pipeline::runner::{self, placed_on};
 
 /// Every kind the NovaCompute steps read or the controller watches: the Nova (whole, small),
 /// the contract Secret and the owned ConfigMaps and DaemonSet (content on demand), the Nova's
@@ -130,10 +134,11 @@ fn nova_view(nova: &Nova) -> NovaView {
     )
 }
 
-/// The pools a Node concerns when its labels changed: those selecting it before or after, and
-/// those holding it.
+/// The pools of `cluster` (None = the management cluster) a Node of that cluster concerns when
+/// its labels changed: those selecting it before or after, and those holding it.
 fn pools_of_node(
     pools: &Pools,
+    cluster: Option<&str>,
     name: &str,
     before: Option<&BTreeMap<String, String>>,
     after: Option<&BTreeMap<String, String>>,
@@ -141,6 +146,7 @@ fn pools_of_node(
     pools
         .all()
         .iter()
+        .filter(|p| p.target_cluster() == cluster)
         .filter(|p| {
             let selector = &p.spec.node_selector;
             selects(selector, before)
@@ -149,6 +155,40 @@ fn pools_of_node(
         })
         .map(|p| ObjectRef::from_obj(&**p))
         .collect()
+}
+
+/// The labels last seen on each Node of each cluster (None = the management cluster), so a
+/// Node event wakes pools only when the labels changed (kwok and kubelets rewrite Node status
+/// all the time).
+#[derive(Default)]
+struct NodeLabels(Mutex<HashMap<NodeKey, BTreeMap<String, String>>>);
+
+/// A Node by cluster (None = the management cluster) and name.
+type NodeKey = (Option<String>, String);
+
+impl NodeLabels {
+    /// The pools an event of the Node `name` on `cluster` wakes; `after` is its labels, None
+    /// once it is gone.
+    fn wake(
+        &self,
+        pools: &Pools,
+        cluster: Option<&str>,
+        name: &str,
+        after: Option<BTreeMap<String, String>>,
+    ) -> Vec<ObjectRef<NovaCompute>> {
+        let before = {
+            let mut seen = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            let key = (cluster.map(str::to_owned), name.to_owned());
+            match &after {
+                Some(labels) => seen.insert(key, labels.clone()),
+                None => seen.remove(&key),
+            }
+        };
+        if before == after {
+            return Vec::new();
+        }
+        pools_of_node(pools, cluster, name, before.as_ref(), after.as_ref())
+    }
 }
 
 /// How the controller runs.
@@ -240,36 +280,84 @@ pub async fn run(
                 futures::stream::iter(woken)
             })
     };
+    let node_labels = Arc::new(NodeLabels::default());
     let nodes = {
-        let (pools, cluster) = (pools.clone(), cluster.clone());
-        let seen: Arc<Mutex<HashMap<String, BTreeMap<String, String>>>> = Arc::default();
+        let (pools, cluster, seen) = (pools.clone(), cluster.clone(), node_labels.clone());
         let kind = ApiResource::erase::<Node>(&());
         cluster.subscribe(&kind).flat_map(move |meta| {
             let name = meta.name_any();
             let exists = matches!(cluster.metadata(&kind, "", &name), Ok(Some(_)));
             let after = exists.then(|| meta.labels().clone());
-            let before = {
-                let mut seen = seen.lock().unwrap_or_else(PoisonError::into_inner);
-                match &after {
-                    Some(labels) => seen.insert(name.clone(), labels.clone()),
-                    None => seen.remove(&name),
-                }
-            };
-            let woken = match before.as_ref() == after.as_ref() {
-                true => Vec::new(),
-                false => pools_of_node(&pools, &name, before.as_ref(), after.as_ref()),
-            };
-            futures::stream::iter(woken)
+            futures::stream::iter(seen.wake(&pools, None, &name, after))
         })
     };
-    let triggers = futures::stream::select_all([
-        owned.boxed(),
-        contracts.boxed(),
-        novas.boxed(),
-        nodes.boxed(),
-        woken.boxed(),
-    ]);
+    let remote = options
+        .targets
+        .iter()
+        .flat_map(|fleet| remote(fleet, &reader, &pools, &node_labels))
+        .collect::<Vec<_>>();
+    let triggers = futures::stream::select_all(
+        [
+            owned.boxed(),
+            contracts.boxed(),
+            novas.boxed(),
+            nodes.boxed(),
+            woken.boxed(),
+        ]
+        .into_iter()
+        .chain(remote),
+    );
     runner::run(ctx, &options, (reader, writer), follow, triggers, shutdown).await;
+}
+
+/// The legs on every engaged target cluster (`nova-reconciler.txt` "Watches"): the owned
+/// DaemonSet, ConfigMaps and VPA and the `<nova>-compute-config` Secret, each mapped by the
+/// ownership labels and the pool index to the pools placed on the cluster the event came from
+/// (as the management cache holds them); and Node label changes, which wake the pools placed
+/// there that select or hold the node.
+fn remote(
+    fleet: &Arc<Fleet>,
+    store: &Store<NovaCompute>,
+    pools: &Arc<Pools>,
+    node_labels: &Arc<NodeLabels>,
+) -> Vec<BoxStream<'static, ObjectRef<NovaCompute>>> {
+    let mut legs: Vec<BoxStream<'static, ObjectRef<NovaCompute>>> = [
+        ApiResource::erase::<ConfigMap>(&()),
+        ApiResource::erase::<DaemonSet>(&()),
+        kinds::vertical_pod_autoscaler(),
+        ApiResource::erase::<Secret>(&()),
+    ]
+    .into_iter()
+    .map(|kind| {
+        let (store, pools) = (store.clone(), pools.clone());
+        fleet
+            .subscribe(&kind)
+            .flat_map(move |(target, meta)| {
+                let key = ObjectKey::new(
+                    &kind,
+                    &meta.namespace().unwrap_or_default(),
+                    &meta.name_any(),
+                );
+                let placed = placed_on(&store, &target, &meta, pools.referencing(&key));
+                futures::stream::iter(placed)
+            })
+            .boxed()
+    })
+    .collect();
+    let (fleet, pools, seen) = (fleet.clone(), pools.clone(), node_labels.clone());
+    let kind = ApiResource::erase::<Node>(&());
+    let nodes = fleet.subscribe(&kind).flat_map(move |(target, meta)| {
+        let name = meta.name_any();
+        // Nodes are watched only by a cluster-wide registration, whose handle serves every
+        // namespace.
+        let exists = fleet
+            .resolve(&target, "")
+            .is_ok_and(|cluster| matches!(cluster.metadata(&kind, "", &name), Ok(Some(_))));
+        let after = exists.then(|| meta.labels().clone());
+        futures::stream::iter(seen.wake(&pools, Some(&target), &name, after))
+    });
+    legs.push(nodes.boxed());
+    legs
 }
 
 #[cfg(test)]
@@ -325,7 +413,8 @@ mod tests {
     }
 
     #[test]
-    fn a_node_label_change_wakes_the_pools_selecting_it_before_or_after_or_holding_it() {
+    fn a_node_label_change_wakes_the_pools_of_its_cluster_selecting_it_before_or_after_or_holding_it()
+     {
         let (store, mut writer) = kube::runtime::reflector::store();
         let pools = Pools::new(store);
         let selecting = |name: &str, value: &str| {
@@ -339,24 +428,52 @@ mod tests {
             nodes: vec![entry("n1", NodePhase::Draining)],
             ..Default::default()
         });
+        let mut placed = selecting("placed", "b");
+        placed.spec.target_cluster_ref = Some(nova_api::v1alpha1::TargetClusterRefSpec {
+            name: "east".into(),
+        });
         for p in [
             selecting("was", "a"),
             selecting("now", "b"),
             holder,
             selecting("other", "d"),
+            placed,
         ] {
             let event = watcher::Event::Apply(p);
             writer.apply_watcher_event(&event);
             pools.follow(&event);
         }
         let labels = |value: &str| BTreeMap::from([("pool".to_owned(), value.to_owned())]);
-        let mut woken: Vec<String> =
-            pools_of_node(&pools, "n1", Some(&labels("a")), Some(&labels("b")))
+        let seen = NodeLabels::default();
+        let woken = |cluster: Option<&str>, value: &str| {
+            let mut names: Vec<String> = seen
+                .wake(&pools, cluster, "n1", Some(labels(value)))
                 .into_iter()
                 .map(|r| r.name)
                 .collect();
-        woken.sort();
-        assert_eq!(woken, ["holder", "now", "was"]);
+            names.sort();
+            names
+        };
+        assert_eq!(woken(None, "a"), ["holder", "was"], "first sight");
+        assert!(woken(None, "a").is_empty(), "unchanged labels wake nobody");
+        assert_eq!(woken(None, "b"), ["holder", "now", "was"]);
+        assert_eq!(
+            woken(Some("east"), "b"),
+            ["placed"],
+            "a target's node wakes only the pools placed there"
+        );
+        assert!(woken(Some("west"), "b").is_empty());
+        let mut gone: Vec<String> = seen
+            .wake(&pools, None, "n1", None)
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        gone.sort();
+        assert_eq!(
+            gone,
+            ["holder", "now"],
+            "a deleted node: who selected or held it"
+        );
     }
 
     #[test]

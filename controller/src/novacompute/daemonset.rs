@@ -199,6 +199,7 @@ mod tests {
                     project_domain_name: "Default".into(),
                     password: Sensitive::new("p"),
                 },
+                cluster: crate::novacompute::fixtures::home(),
             }),
             nodes: Some(NodeSets {
                 kept: kept.iter().map(|n| (*n).to_owned()).collect(),

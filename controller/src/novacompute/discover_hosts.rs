@@ -11,7 +11,6 @@ use kube::ResourceExt;
 use kube::core::ApiResource;
 use nova_api::names::NovaNames;
 
-use super::NovaComputePass;
 use super::resolved::NovaInputs;
 use crate::clusters::{ClusterError, ClusterExt};
 use crate::pipeline::Reconciled;
@@ -172,8 +171,8 @@ pub fn decide(
 /// the API Deployment), decides, and creates or deletes the Job as the Nova's child. A failed
 /// Kubernetes call is the HostDiscoveryError note, never the pass's error, so the controller's
 /// back-off does not stretch the other nodes' polls.
-pub async fn ensure(pass: &NovaComputePass, nova: &NovaInputs, hosts: &[String]) -> Decision {
-    match carry_out(pass, nova, hosts).await {
+pub async fn ensure(nova: &NovaInputs, hosts: &[String]) -> Decision {
+    match carry_out(nova, hosts).await {
         Ok(decision) => decision,
         Err(e) => Decision {
             action: Action::Keep,
@@ -183,25 +182,21 @@ pub async fn ensure(pass: &NovaComputePass, nova: &NovaInputs, hosts: &[String])
     }
 }
 
-async fn carry_out(
-    pass: &NovaComputePass,
-    nova: &NovaInputs,
-    hosts: &[String],
-) -> Result<Decision, ClusterError> {
+async fn carry_out(nova: &NovaInputs, hosts: &[String]) -> Result<Decision, ClusterError> {
     let cr = &*nova.nova;
     let name = cr.name_any();
     let namespace = cr.namespace().unwrap_or_default();
     let owner = Owner::of(cr, cr.common_labels());
     let job_name = NovaNames::new(&name).discover_hosts();
-    let job = pass
-        .cluster
+    // The Job is the Nova's child, on the Nova's cluster.
+    let cluster = &nova.cluster.handle;
+    let job = cluster
         .get_typed::<Job>(&namespace, &job_name)
         .await?
         .map(|j| ObservedJob::of(&j, &owner));
     let api = match job {
         Some(_) => None,
-        None => pass
-            .cluster
+        None => cluster
             .get_typed::<Deployment>(&namespace, &NovaNames::new(&name).api())
             .await?
             .and_then(|d| running(&d)),
@@ -229,12 +224,12 @@ async fn carry_out(
                     .and_then(|s| s.installed_release.as_deref()),
                 broker_port: None,
             };
-            pass.cluster
+            cluster
                 .apply(&owner, &discover_hosts_job(&inputs, &image))
                 .await?;
         }
         (Action::Delete, _) => {
-            pass.cluster
+            cluster
                 .delete(&ApiResource::erase::<Job>(&()), &namespace, &job_name)
                 .await?;
         }

@@ -33,3 +33,11 @@ pub fn nova() -> nova_api::v1alpha1::Nova {
 pub fn at(seconds: i64) -> Time {
     Time(Timestamp::from_second(seconds).unwrap_or_else(|e| panic!("time: {e}")))
 }
+
+/// The management cluster as a Nova's cluster, backed by nothing.
+pub fn home() -> crate::novacompute::resolved::NovaCluster {
+    crate::novacompute::resolved::NovaCluster {
+        name: None,
+        handle: std::sync::Arc::new(crate::offline::FileCluster::new(Default::default())),
+    }
+}

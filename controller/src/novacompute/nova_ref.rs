@@ -11,7 +11,7 @@ use nova_api::defaults::{DEFAULT_DOMAIN, DEFAULT_SERVICE_PROJECT, DEFAULT_SERVIC
 use nova_api::effective::{self, secret_key, secret_keys};
 use nova_api::v1alpha1::{Nova, NovaCompute};
 
-use super::resolved::{NovaInputs, Resolved, ServiceCredentials};
+use super::resolved::{NovaCluster, NovaInputs, Resolved, ServiceCredentials};
 use super::{NovaComputePass, NovaComputePlan};
 use crate::clusters::{ClusterError, ClusterExt, SecretValues};
 use crate::pipeline::{
@@ -26,7 +26,11 @@ const CONDITION: NovaComputeConditionType = NovaComputeConditionType::NovaReady;
 pub struct Observed {
     /// The Nova, when it exists.
     pub nova: Option<Arc<Nova>>,
-    /// The requested key of its service-user Secret; None when the Secret does not exist.
+    /// The cluster the Nova is placed on, once it published its contract; or the resolver's
+    /// error text.
+    pub cluster: Option<Result<NovaCluster, String>>,
+    /// The requested key of its service-user Secret on that cluster; None when the Secret
+    /// does not exist.
     pub password: Option<SecretValues>,
     /// Why a read failed (names the object, never a value).
     pub failure: Option<String>,
@@ -37,34 +41,52 @@ pub fn run(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
     observe_then_plan(pass, observe, plan)
 }
 
+/// Reads the Nova on the management cluster (where every CR lives, whatever cluster the pool
+/// is placed on), resolves the Nova's own cluster and reads the password there.
 async fn observe(pass: &NovaComputePass) -> Result<Observed, StepError> {
     let ns = pass.owner.namespace.as_str();
     let failed = |e: ClusterError| Observed {
         failure: Some(e.to_string()),
         ..Default::default()
     };
-    let nova: Option<Nova> = match pass
-        .cluster
-        .get_typed(ns, &pass.cr.spec.nova_ref.name)
-        .await
-    {
+    let home = pass.clusters.local();
+    let nova: Option<Nova> = match home.get_typed(ns, &pass.cr.spec.nova_ref.name).await {
         Ok(nova) => nova,
         Err(e) => return Ok(failed(e)),
     };
     let Some(nova) = nova.map(Arc::new) else {
         return Ok(Observed::default());
     };
+    if published(&nova).is_none() {
+        return Ok(Observed {
+            nova: Some(nova),
+            ..Default::default()
+        });
+    }
+    let name = nova
+        .spec
+        .target_cluster_ref
+        .as_ref()
+        .map(|t| t.name.clone());
+    let cluster = match pass.clusters.resolve(name.as_deref(), ns) {
+        Ok(handle) => NovaCluster { name, handle },
+        Err(error) => {
+            return Ok(Observed {
+                nova: Some(nova),
+                cluster: Some(Err(error)),
+                ..Default::default()
+            });
+        }
+    };
     let user = &nova.spec.service_user.secret_ref;
     let key = secret_key(user, secret_keys::SERVICE_USER_PASSWORD);
-    let password = match published(&nova).is_some() && nova.spec.target_cluster_ref.is_none() {
-        true => match pass.cluster.secret(ns, &user.name, &[key]).await {
-            Ok(values) => values,
-            Err(e) => return Ok(failed(e)),
-        },
-        false => None,
+    let password = match cluster.handle.secret(ns, &user.name, &[key]).await {
+        Ok(values) => values,
+        Err(e) => return Ok(failed(e)),
     };
     Ok(Observed {
         nova: Some(nova),
+        cluster: Some(Ok(cluster)),
         password,
         failure: None,
     })
@@ -115,15 +137,26 @@ fn gates(pool: &NovaCompute, observed: &Observed) -> Result<NovaInputs, Waiting>
             format!("Nova {ns}/{name} has not published its compute contract yet"),
         ));
     };
-    if let Some(target) = &nova.spec.target_cluster_ref {
-        return Err(waiting(
-            Reason::TargetClusterUnavailable,
-            format!(
-                "Nova {ns}/{name} is placed on target cluster {}, which does not resolve",
-                target.name
-            ),
-        ));
-    }
+    let cluster = match &observed.cluster {
+        Some(Ok(cluster)) => cluster.clone(),
+        unresolved => {
+            let target = nova
+                .spec
+                .target_cluster_ref
+                .as_ref()
+                .map_or("", |t| t.name.as_str());
+            let why = match unresolved {
+                Some(Err(error)) => format!(": {error}"),
+                _ => String::new(),
+            };
+            return Err(waiting(
+                Reason::TargetClusterUnavailable,
+                format!(
+                    "Nova {ns}/{name} is placed on target cluster {target}, which does not resolve{why}"
+                ),
+            ));
+        }
+    };
     let user = &nova.spec.service_user;
     let key = secret_key(&user.secret_ref, secret_keys::SERVICE_USER_PASSWORD);
     let secret = format!("{ns}/{}", user.secret_ref.name);
@@ -163,6 +196,7 @@ fn gates(pool: &NovaCompute, observed: &Observed) -> Result<NovaInputs, Waiting>
             project_domain_name: or_default(user.project_domain_name.as_ref(), DEFAULT_DOMAIN),
             password,
         },
+        cluster,
     })
 }
 
@@ -211,7 +245,7 @@ pub fn plan(pool: &NovaCompute, observed: &Observed, _: &Resolved) -> NovaComput
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::novacompute::fixtures::{nova, pool};
+    use crate::novacompute::fixtures::{home, nova, pool};
     use crate::pipeline::Flow;
     use crate::sensitive::Sensitive;
 
@@ -261,8 +295,25 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(r, Reason::ComputeConfigNotPublished);
+        let mut placed = nova();
+        placed.spec.target_cluster_ref = Some(nova_api::v1alpha1::TargetClusterRefSpec {
+            name: "east".into(),
+        });
+        let (_, r, m, _) = reason(&Observed {
+            nova: Some(Arc::new(placed)),
+            cluster: Some(Err("cluster not found".into())),
+            ..Default::default()
+        });
+        assert_eq!(
+            (r, m.as_str()),
+            (
+                Reason::TargetClusterUnavailable,
+                "Nova openstack/nova is placed on target cluster east, which does not resolve: cluster not found"
+            )
+        );
         let (_, r, m, _) = reason(&Observed {
             nova: Some(Arc::new(nova())),
+            cluster: Some(Ok(home())),
             ..Default::default()
         });
         assert_eq!(
@@ -274,6 +325,7 @@ mod tests {
         );
         let (_, r, m, _) = reason(&Observed {
             nova: Some(Arc::new(nova())),
+            cluster: Some(Ok(home())),
             password: password(""),
             ..Default::default()
         });
@@ -287,6 +339,7 @@ mod tests {
 
         let observed = Observed {
             nova: Some(Arc::new(nova())),
+            cluster: Some(Ok(home())),
             password: password("s3cret"),
             ..Default::default()
         };

@@ -101,13 +101,17 @@ pub fn plan(pool: &NovaCompute, observed: &Observed, _: &Resolved) -> NovaComput
     let ns = pool.namespace().unwrap_or_default();
     let secret = &observed.secret;
     let Some(contract) = &observed.contract else {
+        let cluster = match &pool.spec.target_cluster_ref {
+            Some(target) => format!("target cluster {}", target.name),
+            None => "the local cluster".to_owned(),
+        };
         return Plan::proceed()
             .report(
                 CONDITION,
                 false,
                 Reason::WaitingForComputeConfig,
                 format!(
-                    "compute-contract Secret {secret} not found in namespace {ns} on the local cluster; the ControlPlane mirrors it for a ControlPlane-managed Nova; otherwise copy it (docs/guides/nova/connect-a-compute-cluster.md)"
+                    "compute-contract Secret {secret} not found in namespace {ns} on {cluster}; the ControlPlane mirrors it for a ControlPlane-managed Nova; otherwise copy it (docs/guides/nova/connect-a-compute-cluster.md)"
                 ),
             )
             .requeue(REQUEUE_SECRET_POLLING);
@@ -196,6 +200,17 @@ mod tests {
             "compute-contract Secret nova-compute-config not found in namespace openstack on the local cluster;"
         ));
         assert_eq!(absent.flow, Flow::RequeueAfter(REQUEUE_SECRET_POLLING));
+        let mut placed = pool();
+        placed.spec.target_cluster_ref = Some(nova_api::v1alpha1::TargetClusterRefSpec {
+            name: "east".into(),
+        });
+        let absent = plan(&placed, &observed(None), &Resolved::default());
+        assert!(
+            absent
+                .verdict(CONDITION)
+                .is_some_and(|v| v.message.contains("openstack on target cluster east;")),
+            "the message names the pool's cluster"
+        );
         let partial = plan(
             &pool(),
             &observed(contract(&["nova-compute.conf"])),

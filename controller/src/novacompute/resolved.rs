@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use nova_api::v1alpha1::{ImageSpec, Nova, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
 
+use crate::clusters::Cluster;
 use crate::openstack::Client;
 use crate::pipeline::Merge;
 use crate::sensitive::Sensitive;
@@ -25,6 +26,26 @@ pub struct ServiceCredentials {
     pub password: Sensitive,
 }
 
+/// The cluster a pool's Nova is placed on: the one its service-user Secret and host discovery
+/// Job live on and its Services are called through (the management cluster for a Nova without
+/// `targetClusterRef`).
+#[derive(Clone)]
+pub struct NovaCluster {
+    /// The target cluster's name; None for the management cluster.
+    pub name: Option<String>,
+    /// Its handle.
+    pub handle: Arc<dyn Cluster>,
+}
+
+impl std::fmt::Debug for NovaCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.name {
+            Some(name) => write!(f, "target cluster {name}"),
+            None => f.write_str("the management cluster"),
+        }
+    }
+}
+
 /// The Nova a pool joins, as the NovaRef step resolved it.
 #[derive(Clone, Debug)]
 pub struct NovaInputs {
@@ -40,6 +61,8 @@ pub struct NovaInputs {
     pub compute_url: String,
     /// The service user.
     pub credentials: ServiceCredentials,
+    /// The cluster the Nova is placed on.
+    pub cluster: NovaCluster,
 }
 
 /// The node sets the Nodes step hands on.

@@ -356,7 +356,7 @@ fn step(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
         };
         let walk = walk(&client, &pool).await;
         let discovery = match walk.failure.is_none() && !walk.unmapped.is_empty() {
-            true => Some(discover_hosts::ensure(pass, nova, &walk.unmapped).await),
+            true => Some(discover_hosts::ensure(nova, &walk.unmapped).await),
             false => None,
         };
         let note = discovery.as_ref().map(|d| d.note.clone());

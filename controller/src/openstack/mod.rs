@@ -16,7 +16,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub use transport::{Direct, Request, Response, Transport, TransportError, Unreachable};
+pub use transport::{Direct, Proxied, Request, Response, Transport, TransportError, Unreachable};
 
 use crate::sensitive::{REDACTED, Sensitive};
 

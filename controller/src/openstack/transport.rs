@@ -1,7 +1,7 @@
 //! How a request reaches Keystone, Nova and Placement: a [`Transport`] sends one HTTP request
 //! and returns the answer, bounded in time and size. [`Direct`] dials the URL's host itself
-//! (a local Nova); a placed Nova's cluster would answer through its API server's service proxy
-//! behind the same trait.
+//! (a local Nova); [`Proxied`] goes through a target cluster's API server's service proxy (a
+//! placed Nova).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -89,6 +89,11 @@ pub enum TransportError {
     /// No answer within [`REQUEST_TIMEOUT`].
     #[error("{0} did not answer within 10s")]
     TimedOut(String),
+    /// A target cluster's service proxy reaches only cluster-local Service URLs.
+    #[error(
+        "{0} is not a cluster-local Service (<name>.<namespace>.svc[.cluster.local]), which is all a target cluster's service proxy reaches"
+    )]
+    NotAService(String),
     /// The cluster offers no way to reach its Services (an offline render).
     #[error("this cluster handle cannot reach OpenStack services")]
     Unavailable,
@@ -206,11 +211,68 @@ impl Default for Direct {
 impl Transport for Direct {
     fn send(&self, request: Request) -> BoxFuture<'_, Result<Response, TransportError>> {
         Box::pin(async move {
-            let authority = url::Url::parse(&request.url)
-                .ok()
-                .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)))
-                .unwrap_or_default();
+            let authority = authority_of(&request.url);
             tokio::time::timeout(self.timeout, self.exchange(request))
+                .await
+                .unwrap_or(Err(TransportError::TimedOut(authority)))
+        })
+    }
+}
+
+/// The `host:port` of a URL, for messages (empty when it names none).
+fn authority_of(url: &str) -> String {
+    url::Url::parse(url)
+        .ok()
+        .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)))
+        .unwrap_or_default()
+}
+
+/// The Services of a target cluster, through its API server's `services/proxy` subresource
+/// with the registration credentials (`novacompute.md` §7.1): the controller cannot dial the
+/// target's Service network, so only cluster-local Service URLs are reached.
+pub struct Proxied {
+    client: kube::Client,
+}
+
+impl Proxied {
+    /// Sends through the API server `client` talks to.
+    pub fn new(client: kube::Client) -> Self {
+        Self { client }
+    }
+
+    async fn exchange(
+        &self,
+        request: Request,
+        authority: &str,
+    ) -> Result<Response, TransportError> {
+        let path = crate::clusters::probe::proxy_path(&request.url)
+            .ok_or_else(|| TransportError::NotAService(authority.to_owned()))?;
+        let failed = |message: String| TransportError::Http {
+            address: authority.to_owned(),
+            message,
+        };
+        let mut builder = http::Request::builder().method(request.method).uri(path);
+        for (name, value) in &request.headers {
+            builder = builder.header(*name, value);
+        }
+        let outgoing = builder
+            .body(kube::client::Body::from(request.body.unwrap_or_default()))
+            .map_err(|e| failed(e.to_string()))?;
+        let response = self
+            .client
+            .send(outgoing)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let (parts, body) = response.into_parts();
+        answer(parts, body, authority).await
+    }
+}
+
+impl Transport for Proxied {
+    fn send(&self, request: Request) -> BoxFuture<'_, Result<Response, TransportError>> {
+        Box::pin(async move {
+            let authority = authority_of(&request.url);
+            tokio::time::timeout(REQUEST_TIMEOUT, self.exchange(request, &authority))
                 .await
                 .unwrap_or(Err(TransportError::TimedOut(authority)))
         })
@@ -236,29 +298,42 @@ where
     let answer = async {
         let response = sender.send_request(request).await.map_err(failed)?;
         let (parts, body) = response.into_parts();
-        let body = Limited::new(body, BODY_LIMIT)
-            .collect()
-            .await
-            .map_err(|e| {
-                if e.is::<http_body_util::LengthLimitError>() {
-                    TransportError::TooLarge(authority.to_owned())
-                } else {
-                    TransportError::Http {
-                        address: authority.to_owned(),
-                        message: e.to_string(),
-                    }
-                }
-            })?
-            .to_bytes();
-        Ok(Response {
-            status: parts.status.as_u16(),
-            headers: parts.headers,
-            body,
-        })
+        answer(parts, body, authority).await
     }
     .await;
     driver.abort();
     answer
+}
+
+/// An answer read whole, its body bounded by [`BODY_LIMIT`].
+async fn answer<B>(
+    parts: http::response::Parts,
+    body: B,
+    authority: &str,
+) -> Result<Response, TransportError>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let body = Limited::new(body, BODY_LIMIT)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                TransportError::TooLarge(authority.to_owned())
+            } else {
+                TransportError::Http {
+                    address: authority.to_owned(),
+                    message: e.to_string(),
+                }
+            }
+        })?
+        .to_bytes();
+    Ok(Response {
+        status: parts.status.as_u16(),
+        headers: parts.headers,
+        body,
+    })
 }
 
 /// TLS 1.2/1.3 over the ring provider, verified against the system's roots (the operator's

@@ -10,6 +10,7 @@
 //! Steps never write status and never build an `Api`.
 
 pub mod backoff;
+pub mod capability;
 pub mod conditions;
 pub mod engine;
 pub mod index;

@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 
 use super::engine::Stage;
 use super::plan::{EventNote, JobRecord, Plan, Verdict};
-use crate::clusters::{Cluster, Owner};
+use crate::clusters::{Cluster, Clusters, Owner};
 
 /// A condition type enum of one kind.
 pub trait ConditionType: Copy + Debug + Eq + Send + Sync + 'static {
@@ -122,6 +122,9 @@ pub struct Pass<K: Reconciled> {
     pub cr: Arc<K>,
     /// The handle the CR's children live on.
     pub cluster: Arc<dyn Cluster>,
+    /// Resolves other clusters: the management cluster (where every CR lives) and the cluster
+    /// another CR is placed on (a pool's Nova).
+    pub clusters: Arc<Clusters>,
     /// Who the children belong to (stamped on every apply).
     pub owner: Owner,
     /// What the kind's controller shares with every pass.
@@ -149,6 +152,7 @@ impl<K: Reconciled> Pass<K> {
         let owner = Owner::of(&*cr, cr.common_labels());
         Self {
             cr,
+            clusters: Arc::new(Clusters::new(cluster.clone(), None)),
             cluster,
             owner,
             shared,
@@ -158,6 +162,13 @@ impl<K: Reconciled> Pass<K> {
             events: Vec::new(),
             records: Vec::new(),
         }
+    }
+
+    /// The pass resolves other clusters through `clusters` (by default only its own handle,
+    /// as the management cluster, resolves).
+    pub fn resolving(mut self, clusters: Arc<Clusters>) -> Self {
+        self.clusters = clusters;
+        self
     }
 
     /// Merges a plan's delta (verdicts, status updates, resolved values, events).

@@ -48,7 +48,7 @@ pub fn context<K: Reconciled>(
     };
     Arc::new(Context {
         recorder: Recorder::new(client.clone(), reporter),
-        clusters: Clusters::new(cluster, options.targets.clone()),
+        clusters: Arc::new(Clusters::new(cluster, options.targets.clone())),
         engine: Engine::new(metrics),
         backoff: Backoff::default(),
         shared,

@@ -45,7 +45,7 @@ pub struct Context<K: Reconciled> {
     /// The management-cluster client: the CR, its status, its finalizers.
     pub client: Client,
     /// Resolves the cluster a CR's children live on.
-    pub clusters: Clusters,
+    pub clusters: Arc<Clusters>,
     /// Runs and instruments the pipeline tables.
     pub engine: Engine,
     /// Publishes Kubernetes Events on the CRs.
@@ -122,7 +122,8 @@ pub async fn reconcile<K: Reconciled>(
         add_finalizer(&api, &*cr, REMOTE_CHILDREN).await?;
         return Ok(Action::requeue(REQUEUE_NEXT_PASS));
     }
-    let mut pass = Pass::with_shared(cr.clone(), cluster, ctx.shared.clone());
+    let mut pass =
+        Pass::with_shared(cr.clone(), cluster, ctx.shared.clone()).resolving(ctx.clusters.clone());
     let outcome = ctx.engine.run(K::pipeline(), &mut pass).await;
     publish(&ctx, &cr, pass.events()).await;
     count_jobs(&ctx, &api, &*cr, &pass.records).await;
@@ -188,7 +189,8 @@ async fn tear_down<K: Reconciled>(
             return release(ctx, api, cr).await;
         }
     };
-    let mut pass = Pass::with_shared(cr.clone(), cluster.clone(), ctx.shared.clone());
+    let mut pass = Pass::with_shared(cr.clone(), cluster.clone(), ctx.shared.clone())
+        .resolving(ctx.clusters.clone());
     if carries(&**cr, K::FINALIZER) {
         let outcome = ctx.engine.run(cr.cleanup(), &mut pass).await;
         publish(ctx, cr, pass.events()).await;

@@ -12,7 +12,8 @@ use k8s_openapi::api::core::v1::{Event, Node, Secret};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::{Client, ResourceExt};
-use nova_api::v1alpha1::Nova;
+use nova_api::labels::COMPUTE_CONFIG_MIRROR;
+use nova_api::v1alpha1::{Nova, NovaCompute};
 use nova_controller::clusters::{LocalCluster, Registry, kinds as external};
 use nova_controller::metrics::Metrics;
 use nova_controller::pipeline::runner::Options;
@@ -155,16 +156,32 @@ pub async fn create_zoned_node(nodes: &Api<Node>, name: &str, pool: &str, zone: 
 /// service-user Secret, its compute contract mirrored (labelled) into the namespace, and an
 /// unlabelled hypervisor-operator auth Secret.
 pub async fn provide_pool_nova(client: &Client, ns: &str, keystone: &str, password: &str) {
-    let novas: Api<Nova> = Api::namespaced(client.clone(), ns);
     let mut nova = example(ns);
     nova.spec.keystone_endpoint = keystone.to_owned();
+    create_published(client, &nova).await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    put_secret(&secrets, "nova-keystone", &[("password", password)]).await;
+    put_secret(&secrets, "nova-compute-config", &contract(password)).await;
+    put_secret(
+        &secrets,
+        "nova-hypervisor-operator-auth",
+        &[("password", "x")],
+    )
+    .await;
+    mark_mirror(&secrets, "nova-compute-config").await;
+}
+
+/// Creates `nova` with the status a converged Nova publishes (its release installed, its
+/// contract published), as no Nova controller runs beside the pools.
+pub async fn create_published(client: &Client, nova: &Nova) {
+    let novas: Api<Nova> = Api::namespaced(client.clone(), &nova.namespace().unwrap_or_default());
     novas
-        .create(&PostParams::default(), &nova)
+        .create(&PostParams::default(), nova)
         .await
         .expect("create Nova");
     novas
         .patch_status(
-            "nova",
+            &nova.name_any(),
             &PatchParams::default(),
             &Patch::Merge(json!({"status": {
                 "installedRelease": "2026.1",
@@ -173,46 +190,89 @@ pub async fn provide_pool_nova(client: &Client, ns: &str, keystone: &str, passwo
         )
         .await
         .expect("Nova status");
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    put_secret(&secrets, "nova-keystone", &[("password", password)]).await;
-    put_secret(
-        &secrets,
-        "nova-compute-config",
-        &[
-            ("nova-compute.conf", "[DEFAULT]\n"),
-            ("transport_url", "rabbit://u:p@rabbit:5672/"),
-            ("password", password),
-        ],
-    )
-    .await;
-    put_secret(
-        &secrets,
-        "nova-hypervisor-operator-auth",
-        &[("password", "x")],
-    )
-    .await;
-    let mirror =
-        json!({"metadata": {"labels": {"nova.openstack.c5c3.io/compute-config-mirror": "true"}}});
+}
+
+/// The keys of a compute contract whose service user has `password`.
+pub fn contract(password: &str) -> [(&str, &str); 3] {
+    [
+        ("nova-compute.conf", "[DEFAULT]\n"),
+        ("transport_url", "rabbit://u:p@rabbit:5672/"),
+        ("password", password),
+    ]
+}
+
+/// Labels a Secret as a ControlPlane's compute-config mirror.
+pub async fn mark_mirror(secrets: &Api<Secret>, name: &str) {
+    let mirror = json!({"metadata": {"labels": {COMPUTE_CONFIG_MIRROR: "true"}}});
     secrets
-        .patch(
-            "nova-compute-config",
-            &PatchParams::default(),
-            &Patch::Merge(mirror),
-        )
+        .patch(name, &PatchParams::default(), &Patch::Merge(mirror))
         .await
         .expect("mirror label");
+}
+
+/// The (status, reason, message) of a pool condition.
+pub async fn pool_condition(
+    pools: &Api<NovaCompute>,
+    name: &str,
+    type_: &str,
+) -> Option<(String, String, String)> {
+    let pool = pools.get_opt(name).await.expect("pool")?;
+    let c = pool
+        .status?
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == type_)?;
+    Some((c.status, c.reason, c.message))
 }
 
 /// Starts the NovaCompute controller in-process, cluster-wide (the Node label watch exists only
 /// there), on a handle with both controllers' kinds added to `registry`, once its caches synced.
 pub async fn start_novacompute(client: Client, registry: Registry) -> Metrics {
+    start_novacompute_placing(client, registry, None).await
+}
+
+/// Like [`start_novacompute`], with the registered target clusters `targets`.
+pub async fn start_novacompute_placing(
+    client: Client,
+    registry: Registry,
+    targets: Option<Arc<nova_controller::clusters::Fleet>>,
+) -> Metrics {
     let registry = registry
         .register(nova::controller::kinds())
         .register(novacompute::controller::kinds());
-    start_on(client, None, registry, None, |c, m, cluster, o| {
+    start_on(client, None, registry, targets, |c, m, cluster, o| {
         novacompute::controller::run(c, m, cluster, o, futures::future::pending())
     })
     .await
+}
+
+/// A pool of the Nova `nova` selecting `selector`, running the fake driver.
+pub fn pool(ns: &str, name: &str, nova: &str, selector: serde_json::Value) -> NovaCompute {
+    serde_json::from_value(json!({
+        "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
+        "kind": "NovaCompute",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "novaRef": {"name": nova},
+            "nodeSelector": selector,
+            "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "768Mi"}},
+            "extraConfig": {"DEFAULT": {"compute_driver": "fake.FakeDriverWithoutFakeNodes"}}
+        }
+    }))
+    .expect("pool")
+}
+
+/// A Keystone URL on a loopback port nothing listens on: no OpenStack runs in these suites, so
+/// every Aggregates pass fails its login at once (connection refused), without traffic leaving
+/// the machine. The returned socket holds the port bound (never listening, never accepting,
+/// without `SO_REUSEADDR`, so nothing else can bind it) for as long as the caller keeps it.
+pub fn unreachable_keystone() -> (tokio::net::TcpSocket, String) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.1:0".parse().expect("address"))
+        .expect("bind");
+    let port = socket.local_addr().expect("address").port();
+    (socket, format!("http://127.0.0.1:{port}/v3"))
 }
 
 pub fn secret(name: &str, data: &[(&str, &str)]) -> Secret {
