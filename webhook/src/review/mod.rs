@@ -25,7 +25,7 @@ pub enum Verb {
     Validate,
 }
 
-type Run = for<'a> fn(&'a Review, &'a dyn Resolver) -> BoxFuture<'a, Response>;
+type Run = for<'a> fn(&'a Review<'a>, &'a dyn Resolver) -> BoxFuture<'a, Response>;
 
 /// One of the four webhooks: a verb on a kind, at its path.
 #[derive(Clone, Copy)]
@@ -81,12 +81,15 @@ impl PartialEq for Webhook {
     }
 }
 
-fn run_mutate<'a, K: Admitted>(review: &'a Review, _: &'a dyn Resolver) -> BoxFuture<'a, Response> {
+fn run_mutate<'a, K: Admitted>(
+    review: &'a Review<'a>,
+    _: &'a dyn Resolver,
+) -> BoxFuture<'a, Response> {
     Box::pin(std::future::ready(mutate::mutate::<K>(review)))
 }
 
 fn run_validate<'a, K: Admitted>(
-    review: &'a Review,
+    review: &'a Review<'a>,
     resolver: &'a dyn Resolver,
 ) -> BoxFuture<'a, Response> {
     Box::pin(validate::validate::<K>(review, resolver))
@@ -124,14 +127,14 @@ pub async fn handle(webhook: Webhook, body: &[u8], resolver: &dyn Resolver) -> H
         status: 200,
         body: envelope_bytes(&review.api_version, &resp),
         response: Some(resp),
-        operation: review.request.operation,
+        operation: review.request.operation.into_owned(),
     }
 }
 
 /// The request's one span, opened once the verdict is known so that its level can follow it:
 /// info for a denial, debug for an admission (a busy cluster admits thousands a minute). It
 /// carries what an operator greps for, never a field value.
-fn trace_verdict(webhook: Webhook, req: &wire::Request, resp: &Response) {
+fn trace_verdict(webhook: Webhook, req: &wire::Request<'_>, resp: &Response) {
     macro_rules! verdict_span {
         ($level:expr) => {{
             let span = tracing::span!(

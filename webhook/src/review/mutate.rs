@@ -20,9 +20,9 @@ use crate::field::Status;
 use crate::validation::Operation;
 
 /// Runs the defaulting webhook of `K` on a review.
-pub fn mutate<K: Admitted>(review: &Review) -> Response {
+pub fn mutate<K: Admitted>(review: &Review<'_>) -> Response {
     let req = &review.request;
-    let uid = req.uid.as_str();
+    let uid = &*req.uid;
     let (op, raw) = match wire::admissible(req, K::KIND) {
         Err(resp) => return *resp,
         Ok(None) => return Response::allow(uid),

@@ -12,9 +12,9 @@ use crate::lookups::{Lookups, Resolver};
 use crate::validation::Operation;
 
 /// Runs the validating webhook of `K` on a review.
-pub async fn validate<K: Admitted>(review: &Review, resolver: &dyn Resolver) -> Response {
+pub async fn validate<K: Admitted>(review: &Review<'_>, resolver: &dyn Resolver) -> Response {
     let req = &review.request;
-    let uid = req.uid.as_str();
+    let uid = &*req.uid;
     let (op, object) = match wire::admissible(req, K::KIND) {
         Err(resp) => return *resp,
         Ok(None) => return Response::allow(uid),
@@ -33,7 +33,7 @@ pub async fn validate<K: Admitted>(review: &Review, resolver: &dyn Resolver) -> 
         Err(why) => return undecodable_stored::<K>(uid, why),
     };
     if new.meta().namespace.is_none() {
-        new.meta_mut().namespace.clone_from(&req.namespace);
+        new.meta_mut().namespace = req.namespace.as_deref().map(str::to_owned);
     }
     let needs = new.needs(old.as_deref(), op);
     let lookups = if needs.is_empty() {
@@ -83,12 +83,12 @@ fn same_json(a: Option<&RawValue>, b: Option<&RawValue>) -> bool {
 
 /// The response to an object that does not decode into its kind: its fields in the API
 /// server's field-error style (422), or the decoder's message for a body that is not JSON (400).
-fn undecodable<K: Admitted>(req: &Request, raw: &RawValue, why: Undecodable) -> Response {
+fn undecodable<K: Admitted>(req: &Request<'_>, raw: &RawValue, why: Undecodable) -> Response {
     let status = match why {
         Undecodable::Fields(errors) => {
             let name = Head::of(raw)
                 .name()
-                .or_else(|| req.name.clone())
+                .or_else(|| req.name.as_deref().map(str::to_owned))
                 .unwrap_or_default();
             Status::invalid(K::KIND, &name, &errors)
         }

@@ -27,51 +27,53 @@ pub const VERSION: &str = "v1alpha1";
 
 /// `GroupVersionKind` of a request.
 #[derive(Clone, Debug, Default, Deserialize)]
-pub struct Gvk {
+pub struct Gvk<'a> {
     /// The group.
-    #[serde(default)]
-    pub group: String,
+    #[serde(default, borrow)]
+    pub group: Cow<'a, str>,
     /// The version.
-    #[serde(default)]
-    pub version: String,
+    #[serde(default, borrow)]
+    pub version: Cow<'a, str>,
     /// The kind.
-    #[serde(default)]
-    pub kind: String,
+    #[serde(default, borrow)]
+    pub kind: Cow<'a, str>,
 }
 
-/// The part of `AdmissionRequest` the webhooks read.
+/// The part of `AdmissionRequest` the webhooks read, borrowed from the body: strings without
+/// escapes and both objects are slices of it, not copies.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Request {
+pub struct Request<'a> {
     /// Echoed in the response.
-    pub uid: String,
+    #[serde(borrow)]
+    pub uid: Cow<'a, str>,
     /// The object's kind.
-    #[serde(default)]
-    pub kind: Option<Gvk>,
+    #[serde(default, borrow)]
+    pub kind: Option<Gvk<'a>>,
     /// The object's name (empty with generateName).
-    #[serde(default)]
-    pub name: Option<String>,
+    #[serde(default, borrow)]
+    pub name: Option<Cow<'a, str>>,
     /// The object's namespace.
-    #[serde(default)]
-    pub namespace: Option<String>,
+    #[serde(default, borrow)]
+    pub namespace: Option<Cow<'a, str>>,
     /// CREATE, UPDATE, DELETE or CONNECT.
-    #[serde(default)]
-    pub operation: String,
+    #[serde(default, borrow)]
+    pub operation: Cow<'a, str>,
     /// The new object, kept raw: it is decoded once, straight into its kind.
-    #[serde(default)]
-    pub object: Option<Box<RawValue>>,
+    #[serde(default, borrow)]
+    pub object: Option<&'a RawValue>,
     /// The stored object on UPDATE, kept raw.
-    #[serde(default)]
-    pub old_object: Option<Box<RawValue>>,
+    #[serde(default, borrow)]
+    pub old_object: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ReviewIn {
-    #[serde(default)]
-    api_version: Option<String>,
-    #[serde(default)]
-    request: Option<Request>,
+struct ReviewIn<'a> {
+    #[serde(default, borrow)]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    request: Option<Request<'a>>,
 }
 
 /// Why a body is not an AdmissionReview at all (answered with HTTP 400).
@@ -85,24 +87,24 @@ pub enum ReviewError {
     NoRequest,
 }
 
-/// A decoded review.
+/// A decoded review, borrowed from its body.
 #[derive(Clone, Debug)]
-pub struct Review {
+pub struct Review<'a> {
     /// The review's apiVersion, echoed.
-    pub api_version: String,
+    pub api_version: Cow<'a, str>,
     /// The request.
-    pub request: Request,
+    pub request: Request<'a>,
 }
 
 /// Parses a request body.
-pub fn parse(body: &[u8]) -> Result<Review, ReviewError> {
-    let review: ReviewIn =
+pub fn parse(body: &[u8]) -> Result<Review<'_>, ReviewError> {
+    let review: ReviewIn<'_> =
         serde_json::from_slice(body).map_err(|e| ReviewError::NotJson(e.to_string()))?;
     let request = review.request.ok_or(ReviewError::NoRequest)?;
     Ok(Review {
         api_version: review
             .api_version
-            .unwrap_or_else(|| "admission.k8s.io/v1".to_owned()),
+            .unwrap_or(Cow::Borrowed("admission.k8s.io/v1")),
         request,
     })
 }
@@ -228,15 +230,15 @@ fn json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
 /// The common first steps: the kind and operation checks, and the object itself. `Err` is the
 /// final response; `Ok(None)` admits without further work (DELETE, CONNECT).
 pub fn admissible<'r>(
-    req: &'r Request,
+    req: &'r Request<'_>,
     kind: &str,
 ) -> Result<Option<(Operation, &'r RawValue)>, Box<Response>> {
     let uid = &req.uid;
     let (group, version, got_kind): (Cow<'_, str>, Cow<'_, str>, Cow<'_, str>) = match &req.kind {
         Some(gvk) => (
-            Cow::Borrowed(&gvk.group),
-            Cow::Borrowed(&gvk.version),
-            Cow::Borrowed(&gvk.kind),
+            Cow::Borrowed(&*gvk.group),
+            Cow::Borrowed(&*gvk.version),
+            Cow::Borrowed(&*gvk.kind),
         ),
         None => {
             #[derive(Default, Deserialize)]
@@ -285,7 +287,7 @@ pub fn admissible<'r>(
     if matches!(op, Operation::Delete | Operation::Connect) {
         return Ok(None);
     }
-    let Some(object) = req.object.as_deref().filter(|o| is_present(o)) else {
+    let Some(object) = req.object.filter(|o| is_present(o)) else {
         return Err(Box::new(Response::deny(
             uid,
             Status::bad_request("request.object is missing"),
@@ -301,9 +303,8 @@ pub fn admissible<'r>(
 }
 
 /// The stored object of an UPDATE.
-pub fn old_object(req: &Request, op: Operation) -> Option<&RawValue> {
+pub fn old_object<'r>(req: &Request<'r>, op: Operation) -> Option<&'r RawValue> {
     req.old_object
-        .as_deref()
         .filter(|o| op == Operation::Update && is_present(o))
 }
 
