@@ -14,10 +14,13 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Secret, Service};
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use nova_api::labels::ownership;
-use nova_api::v1alpha1::{Nova, NovaCompute, TargetClusterRefSpec};
+use nova_api::v1alpha1::{
+    Nova, NovaCompute, TargetClusterRefSpec, VPAUpdateMode, VerticalAutoscalingSpec,
+};
 use nova_controller::clusters::registration::{KUBECONFIG_KEY, LABEL, NAMESPACES_KEY};
 use nova_controller::clusters::{Fleet, Registry, kinds as external};
 use nova_controller::{nova, novacompute};
@@ -90,6 +93,22 @@ impl std::io::Write for Captured {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// The VerticalPodAutoscaler CRD.
+const VPA_CRD: &str = "verticalpodautoscalers.autoscaling.k8s.io";
+
+/// The VerticalPodAutoscaler CRD as the harness installs it.
+fn vpa_crd() -> CustomResourceDefinition {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/crds/third-party/vpa-v1-crd-gen.yaml"
+    );
+    let text = std::fs::read_to_string(path).expect("the VPA CRDs");
+    text.split("\n---\n")
+        .filter_map(|doc| serde_saphyr::from_str::<CustomResourceDefinition>(doc).ok())
+        .find(|crd| crd.metadata.name.as_deref() == Some(VPA_CRD))
+        .expect("the VPA CRD")
 }
 
 /// Creates the namespace `ns` on a target (a prerequisite of placing CRs there).
@@ -446,7 +465,9 @@ async fn ledger_names(pools: &Api<NovaCompute>, name: &str) -> Vec<String> {
 /// converged one publishes), so the pool reads the Nova at home, the service-user password and
 /// the contract on the target, lists the target's kwok nodes and runs its DaemonSet there; its
 /// Keystone call goes through the target API server's service proxy (the Keystone Service there
-/// has no endpoint, so the proxy's own answer comes back). A target node relabelled into the
+/// has no endpoint, so the proxy's own answer comes back). Its VPA opt-in is reported while the
+/// target serves no VerticalPodAutoscaler and applied there once the CRD is installed (the
+/// capability is asked again on every pass of a placed CR). A target node relabelled into the
 /// selection joins the ledger; deleting the pool (after its Nova) reaps the mirrors on the
 /// target, not the same-named Secret at home, and sweeps the target.
 #[tokio::test(flavor = "multi_thread")]
@@ -499,6 +520,18 @@ async fn a_pool_placed_on_a_registered_target_cluster() {
     create_zoned_node(&target_nodes, "east-0", "east", "az1").await;
     create_zoned_node(&target_nodes, "east-1", "later", "az1").await;
 
+    // The target serves no VerticalPodAutoscaler when it engages (the group stays, with its
+    // checkpoints): the pool's opt-in is reported, and re-checked on every pass.
+    let crds: Api<CustomResourceDefinition> = Api::all(target_client.clone());
+    crds.delete(VPA_CRD, &DeleteParams::default())
+        .await
+        .expect("delete the VPA CRD");
+    let crds_ref = &crds;
+    eventually("the VPA CRD is gone", || async move {
+        crds_ref.get_opt(VPA_CRD).await.expect("get").is_none()
+    })
+    .await;
+
     // Registered cluster-wide: the target's Nodes are watched only then.
     let kubeconfig = std::fs::read_to_string(target.kubeconfig_path()).expect("kubeconfig");
     register(&home_client, &clusters_ns, "east", &kubeconfig, None).await;
@@ -513,6 +546,12 @@ async fn a_pool_placed_on_a_registered_target_cluster() {
     let mut east = pool(&ns, "east-pool", "nova", json!({POOL_LABEL: "east"}));
     east.spec.target_cluster_ref = Some(TargetClusterRefSpec {
         name: "east".into(),
+    });
+    east.spec.vertical_autoscaling = Some(VerticalAutoscalingSpec {
+        update_mode: VPAUpdateMode::Initial,
+        min_allowed: None,
+        max_allowed: None,
+        min_replicas: None,
     });
     pools
         .create(&PostParams::default(), &east)
@@ -553,6 +592,34 @@ async fn a_pool_placed_on_a_registered_target_cluster() {
             .expect("list");
         assert!(at_home.items.is_empty(), "no {} at home", kind.kind);
     }
+
+    // The VPA kind missing on the target is reported as such, and found once installed.
+    let (_, reason, message) = pool_condition(&pools, "east-pool", "VPAReady")
+        .await
+        .expect("VPAReady");
+    assert_eq!(reason, "VPANotInstalled");
+    assert!(
+        message.starts_with("the target cluster does not serve autoscaling.k8s.io/v1 VerticalPodAutoscaler; opted-in workloads: east-pool-nova-compute (the operator re-checks on every reconcile"),
+        "{message}"
+    );
+    crds.create(&PostParams::default(), &vpa_crd())
+        .await
+        .expect("install the VPA CRD");
+    eventually("the VPA found on the target", || async move {
+        pool_condition(pools_ref, "east-pool", "VPAReady")
+            .await
+            .is_some_and(|(status, reason, _)| status == "True" && reason == "VPAReady")
+    })
+    .await;
+    let vpa = external::vertical_pod_autoscaler();
+    assert_eq!(
+        owned_by(&target_client, &ns, &vpa, "east-pool")
+            .await
+            .iter()
+            .map(|v| v.name_any())
+            .collect::<Vec<_>>(),
+        ["east-pool-nova-compute"]
+    );
 
     // The Keystone call went through the target's service proxy: the proxy answers for the
     // Service without endpoint (a direct call would not resolve the Service name).
@@ -609,7 +676,13 @@ async fn a_pool_placed_on_a_registered_target_cluster() {
         pools_ref.get_opt("east-pool").await.expect("get").is_none()
     })
     .await;
-    swept(&target_client, &ns, &[&daemonset, &config_map], "east-pool").await;
+    swept(
+        &target_client,
+        &ns,
+        &[&daemonset, &config_map, &vpa],
+        "east-pool",
+    )
+    .await;
     for mirror in ["nova-compute-config", "nova-hypervisor-operator-auth"] {
         let there = &there;
         eventually(&format!("{mirror} reaped on the target"), || async move {
