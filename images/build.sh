@@ -16,6 +16,9 @@ TAG=$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -1)
 log() { printf '[operator images %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 command -v podman >/dev/null || { log "podman is required (tests/install-host-packages.sh)"; exit 1; }
 mkdir -p "$ARCHIVES"
+# One build at a time per cache: a second run would rmi the tag the first is still saving.
+exec 9>"$IMAGES/.build-operator-images.lock"
+flock -n 9 || { log "waiting for the build holding $IMAGES/.build-operator-images.lock"; flock 9; }
 
 t=$(date +%s)
 log "building the static release binaries (cargo, target $TARGET_DIR)"

@@ -15,6 +15,7 @@ ARCHIVES=$IMAGES/archives
 PODMAN=(podman --root "$IMAGES/podman/root" --runroot "$IMAGES/podman/runroot"
         --storage-driver overlay --cgroup-manager cgroupfs --events-backend file)
 mkdir -p "$ARCHIVES"
+hold_lock images "$IMAGES/.build-images.lock"
 start=$(date +%s)
 MANIFEST=()
 

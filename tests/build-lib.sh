@@ -14,6 +14,16 @@ export GOTOOLCHAIN=local GOWORK=off CGO_ENABLED=0 GOFLAGS=-mod=mod
 # log PART MESSAGE...
 log() { local part=$1; shift; printf '[%s build %s] %s\n' "$part" "$(date +%H:%M:%S)" "$*" >&2; }
 
+# hold_lock PART FILE: holds an exclusive lock on FILE until the script exits, so two runs
+# building into one cache (the main job beside the test suite, two worktrees) take turns: the
+# second waits, then finds the first's work warm instead of removing an image the first is
+# still saving.
+hold_lock() {
+  mkdir -p "$(dirname "$2")"
+  exec 9>"$2"
+  flock -n 9 || { log "$1" "waiting for the build holding $2"; flock 9; }
+}
+
 # hash_files FILE...: a short digest of the files' contents (not their paths, so every
 # worktree of the repository computes the same stamp), for stamps.
 hash_files() { cat "$@" | sha256sum | cut -c1-16; }
