@@ -1,7 +1,8 @@
 //! The defaulting webhook of a kind: the RFC 6902 patch from the spec as received to the
 //! defaulted one. A CR being deleted is left alone, so the finalizer removal keeps its spec.
 //!
-//! The spec is decoded once, typed, from the borrowed body, and defaulted in place. The patch
+//! The spec is read once as its member list, borrowed from the body, decoded typed from those
+//! members, and defaulted in place. The patch
 //! is the difference the defaulting made: the spec is serialized before and after with a
 //! record of where each member lies ([`Tape`]), and the two records are walked side by side,
 //! descending only into members whose bytes differ. The operations are written straight into
@@ -9,6 +10,7 @@
 
 use std::borrow::Cow;
 
+use serde::de::value::MapDeserializer;
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
@@ -28,16 +30,18 @@ pub fn mutate<K: Admitted>(review: &Review<'_>) -> Response {
         Ok(None) => return Response::allow(uid),
         Ok(Some(found)) => found,
     };
-    let head = Head::of(raw);
+    let head: Head<'_, Members<'_>> = Head::of(raw);
     if op == Operation::Update && head.deleting() {
         return Response::allow(uid);
     }
     // A spec that does not decode is left to the schema and the validating webhook, which
-    // name the offending field; the defaulting webhook has nothing to add to it.
+    // name the offending field; the defaulting webhook has nothing to add to it. So is a spec
+    // that is no object (serde's sequence form of a struct): no member path exists in it for
+    // a patch to address.
     let Some(received) = head.spec else {
         return Response::allow(uid);
     };
-    let Ok(mut spec) = serde_json::from_str::<K::Spec>(received.get()) else {
+    let Ok(mut spec) = received.decode::<K::Spec>() else {
         return Response::allow(uid);
     };
     let before = match Tape::of(&spec) {
@@ -49,7 +53,7 @@ pub fn mutate<K: Admitted>(review: &Review<'_>) -> Response {
         Ok(t) => t,
         Err(e) => return Response::deny(uid, Status::internal(format!("encoding the patch: {e}"))),
     };
-    match spec_patch(&before, &after, received) {
+    match spec_patch(&before, &after, &received) {
         Some(patch) => Response::patched(uid, &patch),
         None => Response::allow(uid),
     }
@@ -64,7 +68,7 @@ pub fn mutate<K: Admitted>(review: &Review<'_>) -> Response {
 /// the types also read a block written as a JSON array (serde's sequence form of a struct),
 /// where no member path exists, and such a spec is left to the schema, which refuses it,
 /// rather than answered with a patch the API server cannot apply.
-fn spec_patch(before: &Tape, after: &Tape, received: &RawValue) -> Option<Vec<u8>> {
+fn spec_patch(before: &Tape, after: &Tape, received: &Members<'_>) -> Option<Vec<u8>> {
     if before.json() == after.json() || !before.is_object() || !after.is_object() {
         return None;
     }
@@ -75,7 +79,7 @@ fn spec_patch(before: &Tape, after: &Tape, received: &RawValue) -> Option<Vec<u8
         json: Vec::with_capacity(after.json().len()),
     };
     patch.json.push(b'[');
-    patch.diff(0, 0, received).ok()?;
+    patch.diff(0, 0, Received::Read(received)).ok()?;
     if patch.json.len() == 1 {
         // Members written in another order, nothing else: no change.
         return None;
@@ -101,8 +105,15 @@ impl<'t> Patch<'t> {
     /// object in the spec as received, which must be an object holding every member the
     /// operations remove, replace or descend into. Within an object, removals come first,
     /// then the rest, each in key order.
-    fn diff(&mut self, old: usize, new: usize, received: &RawValue) -> Result<(), NotApplicable> {
-        if !received.get().trim_start().starts_with('{') {
+    fn diff(
+        &mut self,
+        old: usize,
+        new: usize,
+        received: Received<'_>,
+    ) -> Result<(), NotApplicable> {
+        if let Received::Raw(raw) = received
+            && !raw.get().trim_start().starts_with('{')
+        {
             return Err(NotApplicable);
         }
         let old: Vec<Entry<'t>> = self.before.entries(old).collect();
@@ -127,10 +138,17 @@ impl<'t> Patch<'t> {
         changed.sort_unstable_by_key(|(n, _)| n.key);
         // The received members are read only when an operation needs one: an object the
         // defaults only add to is not parsed.
-        let here = if removed.is_empty() && changed.iter().all(|(_, o)| o.is_none()) {
-            Members::default()
-        } else {
-            members(received).ok_or(NotApplicable)?
+        let parsed;
+        let here = match received {
+            Received::Read(members) => members,
+            Received::Raw(_) if removed.is_empty() && changed.iter().all(|(_, o)| o.is_none()) => {
+                parsed = Members::default();
+                &parsed
+            }
+            Received::Raw(raw) => {
+                parsed = members(raw).ok_or(NotApplicable)?;
+                &parsed
+            }
         };
         let len = self.path.len();
         for e in removed {
@@ -143,7 +161,7 @@ impl<'t> Patch<'t> {
                 (Some(_), Some(old_object), Some(new_object)) => {
                     let inner = here.get(n.key).ok_or(NotApplicable)?;
                     push_token(&mut self.path, n.key);
-                    self.diff(old_object, new_object, inner)?;
+                    self.diff(old_object, new_object, Received::Raw(inner))?;
                     self.path.truncate(len);
                 }
                 (Some(_), ..) => {
@@ -189,11 +207,27 @@ fn find(entries: &[Entry<'_>], key: &str, hint: usize) -> Option<usize> {
         .or_else(|| front.iter().position(|e| e.key == key))
 }
 
+/// An object of the received spec: the spec itself, whose members were read with the head,
+/// or one below it, still raw, read only when an operation needs one of its members (an object
+/// the defaults only add to is not parsed).
+#[derive(Clone, Copy)]
+enum Received<'r> {
+    Read(&'r Members<'r>),
+    Raw(&'r RawValue),
+}
+
 /// The members of a raw JSON object, each still raw, in document order.
 #[derive(Default)]
 struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
 
 impl<'a> Members<'a> {
+    /// The object decoded as `T`, member by member, as it would be from its JSON text.
+    fn decode<T: Deserialize<'a>>(&self) -> Result<T, serde_json::Error> {
+        T::deserialize(MapDeserializer::<_, serde_json::Error>::new(
+            self.0.iter().map(|(k, v)| (k.as_ref(), *v)),
+        ))
+    }
+
     /// The member a tape key (escaped contents) names; the last one written, as a decoder
     /// reading the object keeps the last of duplicate members.
     fn get(&self, key: &str) -> Option<&'a RawValue> {
@@ -284,9 +318,11 @@ mod tests {
     use super::*;
     use serde_json::{Value, json};
 
-    /// The patch from `before` to `after` for a spec received as `received`, decoded.
+    /// The patch from `before` to `after` for a spec received as `received`, decoded; a
+    /// received spec that is no object has no member list, so no patch.
     fn patch(before: Value, after: Value, received: &str) -> Option<Value> {
         let received = RawValue::from_string(received.to_owned()).unwrap();
+        let received = members(&received)?;
         let (before, after) = (Tape::of(&before).unwrap(), Tape::of(&after).unwrap());
         spec_patch(&before, &after, &received).map(|p| serde_json::from_slice(&p).unwrap())
     }

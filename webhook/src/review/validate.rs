@@ -67,8 +67,8 @@ fn deletion_bypass(op: Operation, new: &RawValue, old: Option<&RawValue>) -> boo
     if op != Operation::Update {
         return false;
     }
-    let head = Head::of(new);
-    head.deleting() && old.is_some_and(|old| same_json(head.spec, Head::of(old).spec))
+    let head: Head<'_> = Head::of(new);
+    head.deleting() && old.is_some_and(|old| same_json(head.spec, Head::<&RawValue>::of(old).spec))
 }
 
 /// Whether two raw values are the same JSON (key order and spacing aside).
@@ -86,7 +86,7 @@ fn same_json(a: Option<&RawValue>, b: Option<&RawValue>) -> bool {
 fn undecodable<K: Admitted>(req: &Request<'_>, raw: &RawValue, why: Undecodable) -> Response {
     let status = match why {
         Undecodable::Fields(errors) => {
-            let name = Head::of(raw)
+            let name = Head::<&RawValue>::of(raw)
                 .name()
                 .or_else(|| req.name.as_deref().map(str::to_owned))
                 .unwrap_or_default();

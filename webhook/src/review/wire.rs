@@ -313,14 +313,23 @@ fn is_present(raw: &RawValue) -> bool {
 }
 
 /// The few fields read before the typed decode, borrowed from the body: whether the object is
-/// being deleted, its spec as raw JSON, and its name (for an object that does not decode).
-#[derive(Default, Deserialize)]
-pub struct Head<'a> {
+/// being deleted, its spec undecoded (raw JSON by default; the defaulting webhook reads it as
+/// its member list), and its name (for an object that does not decode).
+#[derive(Deserialize)]
+pub struct Head<'a, S = &'a RawValue> {
     #[serde(default, borrow)]
     metadata: MetaHead<'a>,
     /// The spec, undecoded.
-    #[serde(default, borrow)]
-    pub spec: Option<&'a RawValue>,
+    pub spec: Option<S>,
+}
+
+impl<S> Default for Head<'_, S> {
+    fn default() -> Self {
+        Head {
+            metadata: MetaHead::default(),
+            spec: None,
+        }
+    }
 }
 
 #[derive(Default, Deserialize)]
@@ -332,7 +341,7 @@ struct MetaHead<'a> {
     deletion_timestamp: Option<&'a RawValue>,
 }
 
-impl<'a> Head<'a> {
+impl<'a, S: Deserialize<'a>> Head<'a, S> {
     /// The head of `raw`; empty when it is not an object.
     pub fn of(raw: &'a RawValue) -> Self {
         serde_json::from_str(raw.get()).unwrap_or_default()
