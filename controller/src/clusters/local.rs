@@ -321,14 +321,12 @@ impl LocalCluster {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<DynamicObject>, ClusterError> {
-        let mut object =
-            self.api(kind, namespace)
-                .get_opt(name)
-                .await
-                .map_err(|e| ClusterError::Kube {
-                    action: format!("reading {} {}", kind.kind, describe(namespace, name)),
-                    source: e,
-                })?;
+        let mut object = self.api(kind, namespace).get_opt(name).await.map_err(|e| {
+            ClusterError::kube(
+                format!("reading {} {}", kind.kind, describe(namespace, name)),
+                e,
+            )
+        })?;
         if let Some(object) = &mut object {
             strip(&mut object.metadata, false);
         }
@@ -420,9 +418,11 @@ impl LocalCluster {
                 &Patch::Apply(&body),
             )
             .await
-            .map_err(|e| ClusterError::Kube {
-                action: format!("applying {} {ns}/{}", child.kind.kind, child.name),
-                source: e,
+            .map_err(|e| {
+                ClusterError::kube(
+                    format!("applying {} {ns}/{}", child.kind.kind, child.name),
+                    e,
+                )
             })?;
         if cache.spec.caching == Caching::OnDemand {
             strip(&mut applied.metadata, false);
@@ -469,10 +469,10 @@ impl LocalCluster {
                 // The cluster does not serve the kind: nothing of it to sweep.
                 Err(kube::Error::Api(status)) if status.code == 404 => return Ok(deleted),
                 Err(source) => {
-                    return Err(ClusterError::Kube {
-                        action: format!("listing {} in {ns}", kind.plural),
+                    return Err(ClusterError::kube(
+                        format!("listing {} in {ns}", kind.plural),
                         source,
-                    });
+                    ));
                 }
             };
             let owned = page
@@ -480,16 +480,8 @@ impl LocalCluster {
                 .iter()
                 .filter(|m| m.metadata.deletion_timestamp.is_none() && owner.controls(&m.metadata));
             for item in owned {
-                let name = item.name_any();
-                match api.delete(&name, &DeleteParams::background()).await {
-                    Ok(_) => deleted += 1,
-                    Err(kube::Error::Api(status)) if status.code == 404 => {}
-                    Err(source) => {
-                        return Err(ClusterError::Kube {
-                            action: format!("deleting {} {ns}/{name}", kind.kind),
-                            source,
-                        });
-                    }
+                if delete_in_background(&api, kind, ns, &item.name_any()).await? {
+                    deleted += 1;
                 }
             }
             match page.metadata.continue_ {
@@ -513,18 +505,26 @@ impl LocalCluster {
         if self.in_scope(Some(namespace)) && cache.cached_meta(Some(namespace), name).is_none() {
             return Ok(());
         }
-        match self
-            .api(kind, Some(namespace))
-            .delete(name, &DeleteParams::background())
+        delete_in_background(&self.api(kind, Some(namespace)), kind, namespace, name)
             .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-            Err(e) => Err(ClusterError::Kube {
-                action: format!("deleting {} {namespace}/{name}", kind.kind),
-                source: e,
-            }),
-        }
+            .map(drop)
+    }
+}
+
+/// Deletes one object in the background; false when it was already gone.
+async fn delete_in_background(
+    api: &Api<DynamicObject>,
+    kind: &ApiResource,
+    namespace: &str,
+    name: &str,
+) -> Result<bool, ClusterError> {
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(e) => Err(ClusterError::kube(
+            format!("deleting {} {namespace}/{name}", kind.kind),
+            e,
+        )),
     }
 }
 
@@ -758,10 +758,10 @@ impl Cluster for LocalCluster {
                         kind: kind.kind.clone(),
                     })
                 }
-                Err(e) => Err(ClusterError::Kube {
-                    action: format!("reading {} {name}", kind.kind),
-                    source: e,
-                }),
+                Err(e) => Err(ClusterError::kube(
+                    format!("reading {} {name}", kind.kind),
+                    e,
+                )),
             }
         })
     }
@@ -782,10 +782,7 @@ impl Cluster for LocalCluster {
                 .patch(name, &params, &Patch::Merge(patch))
                 .await
                 .map(drop)
-                .map_err(|e| ClusterError::Kube {
-                    action: format!("patching {} {name}", kind.kind),
-                    source: e,
-                })
+                .map_err(|e| ClusterError::kube(format!("patching {} {name}", kind.kind), e))
         })
     }
 
@@ -805,10 +802,7 @@ impl Cluster for LocalCluster {
                 .list(&params)
                 .await
                 .map(|list| list.items)
-                .map_err(|e| ClusterError::Kube {
-                    action: format!("listing {} in {namespace}", kind.kind),
-                    source: e,
-                })
+                .map_err(|e| ClusterError::kube(format!("listing {} in {namespace}", kind.kind), e))
         })
     }
 
@@ -833,9 +827,11 @@ impl Cluster for LocalCluster {
                 .api(kind, namespace)
                 .list_metadata(&params)
                 .await
-                .map_err(|e| ClusterError::Kube {
-                    action: format!("listing {} by {}", kind.plural, selector_string(selector)),
-                    source: e,
+                .map_err(|e| {
+                    ClusterError::kube(
+                        format!("listing {} by {}", kind.plural, selector_string(selector)),
+                        e,
+                    )
                 })?;
             Ok(listed
                 .items
@@ -859,9 +855,11 @@ impl Cluster for LocalCluster {
                 .api(kind, namespace)
                 .get_metadata_opt(name)
                 .await
-                .map_err(|e| ClusterError::Kube {
-                    action: format!("reading {} {}", kind.kind, describe(namespace, name)),
-                    source: e,
+                .map_err(|e| {
+                    ClusterError::kube(
+                        format!("reading {} {}", kind.kind, describe(namespace, name)),
+                        e,
+                    )
                 })?;
             Ok(read.map(|mut m| {
                 strip(&mut m.metadata, true);
@@ -953,9 +951,8 @@ impl Cluster for LocalCluster {
             let listed = pods
                 .list(&ListParams::default().labels(&format!("{JOB_UID_LABEL}={job_uid}")))
                 .await
-                .map_err(|e| ClusterError::Kube {
-                    action: format!("listing the pods of Job {namespace}/{job_uid}"),
-                    source: e,
+                .map_err(|e| {
+                    ClusterError::kube(format!("listing the pods of Job {namespace}/{job_uid}"), e)
                 })?;
             let message = report_of(&listed.items, job_uid);
             self.reports
@@ -1033,10 +1030,10 @@ async fn reprobe(client: &Client, kind: &ApiResource) -> Result<bool, ClusterErr
         Ok(_) => Ok(true),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
         Err(kube::Error::Discovery(_)) => Ok(false),
-        Err(e) => Err(ClusterError::Kube {
-            action: format!("discovering {}", kind.api_version),
-            source: e,
-        }),
+        Err(e) => Err(ClusterError::kube(
+            format!("discovering {}", kind.api_version),
+            e,
+        )),
     }
 }
 

@@ -150,6 +150,11 @@ pub enum ClusterError {
 }
 
 impl ClusterError {
+    /// A failed API call while doing `action` (naming the object, never a value).
+    pub fn kube(action: String, source: kube::Error) -> Self {
+        ClusterError::Kube { action, source }
+    }
+
     /// Whether the API server refused the call for lack of rights (HTTP 403).
     pub fn is_forbidden(&self) -> bool {
         matches!(self, ClusterError::Kube { source: kube::Error::Api(status), .. } if status.code == 403)
