@@ -388,6 +388,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_service_proxy_reaches_only_cluster_local_services() {
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("uri"));
+        let proxied = Proxied::new(kube::Client::try_from(config).expect("client"));
+        let refused = proxied
+            .send(get("http://keystone.example.com:5000/v3"))
+            .await;
+        assert_eq!(
+            refused.err(),
+            Some(TransportError::NotAService(
+                "keystone.example.com:5000".into()
+            )),
+            "no request is made for a name the proxy cannot reach"
+        );
+    }
+
+    #[tokio::test]
     async fn a_routed_host_is_dialled_at_its_address_and_keeps_its_host_header() {
         let (address, server) = serve_once(
             "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Thing: a\r\n\r\n{}",
