@@ -452,6 +452,21 @@ async fn novas_placed_on_a_registered_target_cluster() {
     );
 }
 
+/// Waits until the pool's condition `type_` has `reason`; returns its message.
+async fn wait_for_pool(pools: &Api<NovaCompute>, name: &str, type_: &str, reason: &str) -> String {
+    let mut found = None;
+    let deadline = Instant::now() + Duration::from_secs(150);
+    while found.is_none() {
+        assert!(Instant::now() < deadline, "never: {name} {type_}={reason}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        found = pool_condition(pools, name, type_)
+            .await
+            .filter(|(_, r, _)| r == reason)
+            .map(|(_, _, message)| message);
+    }
+    found.unwrap_or_default()
+}
+
 /// The node names of a pool's ledger.
 async fn ledger_names(pools: &Api<NovaCompute>, name: &str) -> Vec<String> {
     let pool = pools.get_opt(name).await.expect("pool");
@@ -463,7 +478,8 @@ async fn ledger_names(pools: &Api<NovaCompute>, name: &str) -> Vec<String> {
 /// A NovaCompute placed on a target (`novacompute.md` §4.6, §5, §7.1): its Nova lives at home
 /// and is itself placed on the target (no Nova controller runs: the Nova carries the status a
 /// converged one publishes), so the pool reads the Nova at home, the service-user password and
-/// the contract on the target, lists the target's kwok nodes and runs its DaemonSet there; its
+/// the contract on the target (waiting, named, until it is mirrored there, whose event wakes
+/// it), lists the target's kwok nodes and runs its DaemonSet there; its
 /// Keystone call goes through the target API server's service proxy (the Keystone Service there
 /// has no endpoint, so the proxy's own answer comes back). Its VPA opt-in is reported while the
 /// target serves no VerticalPodAutoscaler and applied there once the CRD is installed (the
@@ -494,16 +510,13 @@ async fn a_pool_placed_on_a_registered_target_cluster() {
     let contract = contract(SERVICE_PASSWORD);
     let there: Api<Secret> = Api::namespaced(target_client.clone(), &ns);
     put_secret(&there, "nova-keystone", &[("password", SERVICE_PASSWORD)]).await;
-    put_secret(&there, "nova-compute-config", &contract).await;
     put_secret(
         &there,
         "nova-hypervisor-operator-auth",
         &[("password", "x")],
     )
     .await;
-    for mirror in ["nova-compute-config", "nova-hypervisor-operator-auth"] {
-        mark_mirror(&there, mirror).await;
-    }
+    mark_mirror(&there, "nova-hypervisor-operator-auth").await;
     let at_home: Api<Secret> = Api::namespaced(home_client.clone(), &ns);
     put_secret(&at_home, "nova-compute-config", &contract).await;
     mark_mirror(&at_home, "nova-compute-config").await;
@@ -558,6 +571,35 @@ async fn a_pool_placed_on_a_registered_target_cluster() {
         .await
         .expect("create pool");
     let pools_ref = &pools;
+
+    // The contract is read on the pool's cluster: missing there (though present at home), the
+    // pool waits naming the target; mirrored onto the target, its event wakes the pool.
+    let waiting = wait_for_pool(
+        &pools,
+        "east-pool",
+        "ConfigReady",
+        "WaitingForComputeConfig",
+    )
+    .await;
+    assert!(
+        waiting.contains(&format!(
+            "not found in namespace {ns} on target cluster east;"
+        )),
+        "{waiting}"
+    );
+    put_secret(&there, "nova-compute-config", &contract).await;
+    mark_mirror(&there, "nova-compute-config").await;
+    let mirrored = Instant::now();
+    eventually("the mirrored contract renders the config", || async move {
+        pool_condition(pools_ref, "east-pool", "ConfigReady")
+            .await
+            .is_some_and(|(status, _, _)| status == "True")
+    })
+    .await;
+    println!(
+        "the contract mirrored onto the target rendered the config after {:?} (the wait polls at 15 s)",
+        mirrored.elapsed()
+    );
 
     // The DaemonSet and the config run on the target, claimed by the ownership labels, and
     // its pod runs on the target's kwok node; nothing at home.
