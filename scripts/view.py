@@ -5,10 +5,15 @@ of this build sets yet (the argument: `nova-controller conditions`, one per line
 build's pipeline reports on) instead of showing them as pending.
 
 Each NovaCompute shows its conditions and its node ledger (phase, zone, compute service).
+Until the view's goal is reached, its last line says what it waits for (the conditions that are
+not True, with their reasons, and the nodes that are not Active): what a run that gives up names.
 
-Exit code: 0 when every Nova is Ready=True, 2 when the controller has reconciled the current
-generation and Ready cannot become True because a sub-condition is not implemented yet, 1
-otherwise (still converging)."""
+Usage: view.py CONDITIONS [--pools-active]. The goal is every Nova Ready=True; with
+--pools-active also every NovaCompute Ready=True with at least one node, all of them Active.
+Exit code: 0 when the goal is reached, 2 when the controller has reconciled the current
+generation and a Nova's Ready cannot become True because a sub-condition is not implemented
+yet, 3 when every Nova is Ready but a pool is not there yet (--pools-active), 1 otherwise
+(still converging)."""
 import json
 import sys
 
@@ -32,6 +37,17 @@ def row(kind, status, reason, message):
     return f"  {kind:<24} {status:<8} {reason:<26} {short(message, WIDTH)}"
 
 
+def waits_on(name, conditions):
+    """What keeps the object `name` from Ready: each reported sub-condition that is not True,
+    or Ready itself when none is."""
+    ready = conditions.get("Ready", {})
+    if ready.get("status") == "True":
+        return []
+    held = [f"{name}: {c['type']} {c['status']} {c.get('reason', '')}".rstrip()
+            for c in conditions.values() if c["type"] != "Ready" and c["status"] != "True"]
+    return held or [f"{name}: Ready {ready.get('status', 'not reported')} {ready.get('reason', '')}".rstrip()]
+
+
 def nova_view(nova, implemented):
     meta, status = nova["metadata"], nova.get("status") or {}
     conditions = {c["type"]: c for c in status.get("conditions", [])}
@@ -49,13 +65,17 @@ def nova_view(nova, implemented):
             lines.append(row(kind, "-", "NotImplementedYet", "no step of this build sets it"))
             missing.append(kind)
     ready = conditions.get("Ready", {}).get("status") == "True"
-    return lines, ready, current and bool(missing) and not ready, missing
+    aggregated = {k: c for k, c in conditions.items() if k == "Ready" or k in NOVA_CONDITIONS}
+    waits = waits_on(f"Nova {meta['namespace']}/{meta['name']}", aggregated)
+    return lines, waits, current and bool(missing) and not ready, missing
 
 
 def pool_view(pool):
-    """The pool's conditions and its node ledger."""
+    """The pool's conditions and its node ledger, and what keeps it from Ready with every node
+    Active."""
     meta, status = pool["metadata"], pool.get("status") or {}
-    lines = [f"NovaCompute {meta['namespace']}/{meta['name']}  (Nova {pool['spec']['novaRef']['name']})"]
+    name = f"NovaCompute {meta['namespace']}/{meta['name']}"
+    lines = [f"{name}  (Nova {pool['spec']['novaRef']['name']})"]
     conditions = status.get("conditions", [])
     if not conditions:
         lines.append("  no status yet: the controller has not reconciled the pool")
@@ -68,31 +88,45 @@ def pool_view(pool):
                      f"service {service or '-'}")
     if conditions and not nodes:
         lines.append("  no node: nothing matches spec.nodeSelector")
-    return lines
+    if not conditions:
+        waits = [f"{name}: not reconciled yet"]
+    else:
+        waits = [f"{name}: node {n['name']} {n['phase']}" for n in nodes if n["phase"] != "Active"]
+        waits += [] if nodes else [f"{name}: no node matches spec.nodeSelector"]
+        waits += waits_on(name, {c["type"]: c for c in conditions})
+    return lines, waits
 
 
 def main():
     with open(sys.argv[1]) as f:
         implemented = {line.strip() for line in f if line.strip()}
+    pools_active = "--pools-active" in sys.argv[2:]
     items = json.load(sys.stdin).get("items", [])
     novas = [i for i in items if i["kind"] == "Nova"]
     pools = [i for i in items if i["kind"] == "NovaCompute"]
-    out, all_ready, stuck, missing = [], bool(novas), False, set()
+    out, nova_waits, pool_waits, stuck, missing = [], [], [], False, set()
     for nova in novas:
-        lines, ready, unreachable, gaps = nova_view(nova, implemented)
+        lines, held, unreachable, gaps = nova_view(nova, implemented)
         out += lines + [""]
-        all_ready &= ready
+        nova_waits += held
         stuck |= unreachable
         missing.update(gaps)
     for pool in pools:
-        out += pool_view(pool) + [""]
+        lines, held = pool_view(pool)
+        out += lines + [""]
+        pool_waits += held if pools_active else []
     if not novas:
-        out.append("no Nova yet")
+        nova_waits.append("no Nova yet")
+    if pools_active and not pools:
+        pool_waits.append("no NovaCompute yet")
     if missing:
         out.append("Ready needs all sixteen sub-conditions; not implemented in this build yet: "
                    + ", ".join(k for k in NOVA_CONDITIONS if k in missing))
+    waits = nova_waits + pool_waits
+    if waits:
+        out.append("waiting for: " + "; ".join(waits))
     print("\n".join(out))
-    sys.exit(0 if all_ready else 2 if stuck else 1)
+    sys.exit(0 if not waits else 2 if stuck else 1 if nova_waits else 3)
 
 
 if __name__ == "__main__":

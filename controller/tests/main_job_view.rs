@@ -1,6 +1,8 @@
 //! The main job's condition view (`scripts/view.py`) fed what `nova-controller conditions`
 //! prints: a condition no step of the build sets is marked as not implemented (never shown as
-//! pending), the view's exit code tells Ready, settled-but-unreachable and converging apart.
+//! pending), the view's exit code tells Ready, settled-but-unreachable and converging apart,
+//! and with `--pools-active` (the main job on the real node) it ends only once every pool is
+//! Ready with all its nodes Active, naming what it still waits for until then.
 
 use std::io::Write as _;
 use std::process::{Command, Stdio};
@@ -22,6 +24,11 @@ fn implemented() -> Vec<String> {
 
 /// Runs the view on `items` with `implemented`; its exit code and output.
 fn view(items: Value, implemented: &[String]) -> (i32, String) {
+    view_with(items, implemented, &[])
+}
+
+/// [`view`] with the view's options.
+fn view_with(items: Value, implemented: &[String], options: &[&str]) -> (i32, String) {
     let dir = tempfile::tempdir().expect("dir");
     let list = dir.path().join("conditions");
     std::fs::write(&list, implemented.join("\n")).expect("write");
@@ -29,6 +36,7 @@ fn view(items: Value, implemented: &[String]) -> (i32, String) {
     let mut child = Command::new("python3")
         .arg(script)
         .arg(&list)
+        .args(options)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -126,14 +134,27 @@ fn a_ready_nova_ends_the_view_and_a_pool_without_status_says_why() {
     assert_eq!(code, 1, "no Nova yet: still converging");
 }
 
-/// A pool with its ledger: one node per `(name, phase)`.
+/// A pool with its ledger: one node per `(name, phase)`; Ready, and ServicesReady as the
+/// sub-condition that holds it when it is not.
 fn pool(nodes: &[(&str, &str)]) -> Value {
+    pool_ready(nodes, false)
+}
+
+fn pool_ready(nodes: &[(&str, &str)], ready: bool) -> Value {
+    let (status, services) = if ready {
+        (("True", "Ready"), ("True", "ServicesUp"))
+    } else {
+        (("False", "NotAllReady"), ("False", "WaitingForHostMapping"))
+    };
     json!({
         "kind": "NovaCompute",
         "metadata": {"name": "pool-a", "namespace": "openstack"},
         "spec": {"novaRef": {"name": "nova"}},
         "status": {
-            "conditions": [{"type": "Ready", "status": "False", "reason": "NotAllReady", "message": "m"}],
+            "conditions": [
+                {"type": "Ready", "status": status.0, "reason": status.1, "message": "m"},
+                {"type": "ServicesReady", "status": services.0, "reason": services.1, "message": "m"},
+            ],
             "nodes": nodes.iter().map(|(n, p)| json!({
                 "name": n, "phase": p, "zone": "zone-a", "serviceStatus": "enabled", "serviceState": "up"
             })).collect::<Vec<_>>(),
@@ -153,6 +174,100 @@ fn a_pool_shows_its_node_ledger() {
     let (_, out) = view(json!([ready, pool(&[])]), &[]);
     assert!(
         out.contains("no node: nothing matches spec.nodeSelector"),
+        "{out}"
+    );
+}
+
+#[test]
+fn with_pools_active_the_view_ends_once_every_pool_is_ready_with_its_nodes_active() {
+    let ready = nova(&[("Ready", "True")], 1);
+    let pools_active = ["--pools-active"];
+    let pending = pool(&[("nova-test-node", "Pending")]);
+    let (code, out) = view(json!([ready, pending]), &[]);
+    assert_eq!(
+        code, 0,
+        "without the option the Nova alone ends the view:\n{out}"
+    );
+
+    let (code, out) = view_with(json!([ready, pending]), &[], &pools_active);
+    assert_eq!(code, 3, "the Nova is Ready, the pool is not yet:\n{out}");
+    assert!(
+        out.ends_with(
+            "waiting for: NovaCompute openstack/pool-a: node nova-test-node Pending; \
+             NovaCompute openstack/pool-a: ServicesReady False WaitingForHostMapping\n"
+        ),
+        "{out}"
+    );
+
+    // All nodes Active is not enough while the pool is not Ready.
+    let (code, out) = view_with(
+        json!([ready, pool(&[("nova-test-node", "Active")])]),
+        &[],
+        &pools_active,
+    );
+    assert_eq!(code, 3, "{out}");
+    assert!(
+        out.contains("waiting for: NovaCompute openstack/pool-a: ServicesReady False"),
+        "{out}"
+    );
+
+    let active = pool_ready(&[("nova-test-node", "Active")], true);
+    let (code, out) = view_with(json!([ready, active]), &[], &pools_active);
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("waiting for"), "{out}");
+
+    // A Ready pool without a node, no pool at all, an unreconciled pool: not there yet.
+    let (code, out) = view_with(json!([ready, pool_ready(&[], true)]), &[], &pools_active);
+    assert_eq!(code, 3, "{out}");
+    assert!(
+        out.contains(
+            "waiting for: NovaCompute openstack/pool-a: no node matches spec.nodeSelector"
+        ),
+        "{out}"
+    );
+    let (code, out) = view_with(json!([ready]), &[], &pools_active);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.ends_with("waiting for: no NovaCompute yet\n"), "{out}");
+    let unreconciled = json!({
+        "kind": "NovaCompute",
+        "metadata": {"name": "pool-a", "namespace": "openstack"},
+        "spec": {"novaRef": {"name": "nova"}},
+    });
+    let (code, out) = view_with(json!([ready, unreconciled]), &[], &pools_active);
+    assert_eq!(code, 3, "{out}");
+    assert!(
+        out.ends_with("waiting for: NovaCompute openstack/pool-a: not reconciled yet\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_view_names_the_nova_conditions_that_hold_ready() {
+    let converging = nova(
+        &[
+            ("Ready", "False"),
+            ("SecretsReady", "True"),
+            ("DatabaseReady", "False"),
+            ("ExtraConfigHealthy", "False"),
+        ],
+        1,
+    );
+    let active = pool_ready(&[("nova-test-node", "Active")], true);
+    let (code, out) = view_with(
+        json!([converging, active]),
+        &implemented(),
+        &["--pools-active"],
+    );
+    assert_eq!(code, 1, "the Nova is not Ready: converging:\n{out}");
+    // ExtraConfigHealthy is reported outside the aggregate: it holds nothing.
+    assert!(
+        out.ends_with("waiting for: Nova openstack/nova: DatabaseReady False R\n"),
+        "{out}"
+    );
+    let (code, out) = view(json!([nova(&[], 0)]), &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.ends_with("waiting for: Nova openstack/nova: Ready not reported\n"),
         "{out}"
     );
 }
