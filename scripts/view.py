@@ -86,13 +86,17 @@ def pool_view(pool):
         service = "/".join(v for v in (n.get("serviceStatus"), n.get("serviceState")) if v)
         lines.append(f"  node {n['name']:<19} {n['phase']:<10} zone {n.get('zone') or '-':<12} "
                      f"service {service or '-'}")
-    if conditions and not nodes:
+    # The Nodes step fills the ledger: before it reports, an earlier step waits.
+    listed = any(c["type"] == "NodesReady" for c in conditions)
+    if listed and not nodes:
         lines.append("  no node: nothing matches spec.nodeSelector")
+    elif conditions and not nodes:
+        lines.append("  no node yet: an earlier step waits")
     if not conditions:
         waits = [f"{name}: not reconciled yet"]
     else:
         waits = [f"{name}: node {n['name']} {n['phase']}" for n in nodes if n["phase"] != "Active"]
-        waits += [] if nodes else [f"{name}: no node matches spec.nodeSelector"]
+        waits += [f"{name}: no node matches spec.nodeSelector"] if listed and not nodes else []
         waits += waits_on(name, {c["type"]: c for c in conditions})
     return lines, waits
 

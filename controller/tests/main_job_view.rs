@@ -134,8 +134,8 @@ fn a_ready_nova_ends_the_view_and_a_pool_without_status_says_why() {
     assert_eq!(code, 1, "no Nova yet: still converging");
 }
 
-/// A pool with its ledger: one node per `(name, phase)`; Ready, and ServicesReady as the
-/// sub-condition that holds it when it is not.
+/// A pool with its ledger: one node per `(name, phase)`, as the Nodes step reported it; Ready,
+/// and ServicesReady as the sub-condition that holds it when it is not.
 fn pool(nodes: &[(&str, &str)]) -> Value {
     pool_ready(nodes, false)
 }
@@ -146,6 +146,11 @@ fn pool_ready(nodes: &[(&str, &str)], ready: bool) -> Value {
     } else {
         (("False", "NotAllReady"), ("False", "WaitingForHostMapping"))
     };
+    let listed = if nodes.is_empty() {
+        ("False", "NoMatchingNodes")
+    } else {
+        ("True", "NodesResolved")
+    };
     json!({
         "kind": "NovaCompute",
         "metadata": {"name": "pool-a", "namespace": "openstack"},
@@ -153,6 +158,7 @@ fn pool_ready(nodes: &[(&str, &str)], ready: bool) -> Value {
         "status": {
             "conditions": [
                 {"type": "Ready", "status": status.0, "reason": status.1, "message": "m"},
+                {"type": "NodesReady", "status": listed.0, "reason": listed.1, "message": "m"},
                 {"type": "ServicesReady", "status": services.0, "reason": services.1, "message": "m"},
             ],
             "nodes": nodes.iter().map(|(n, p)| json!({
@@ -222,6 +228,28 @@ fn with_pools_active_the_view_ends_once_every_pool_is_ready_with_its_nodes_activ
     assert!(
         out.contains(
             "waiting for: NovaCompute openstack/pool-a: no node matches spec.nodeSelector"
+        ),
+        "{out}"
+    );
+    // Before the Nodes step reports, the ledger is empty because an earlier step waits.
+    let waiting = json!({
+        "kind": "NovaCompute",
+        "metadata": {"name": "pool-a", "namespace": "openstack"},
+        "spec": {"novaRef": {"name": "nova"}},
+        "status": {"conditions": [
+            {"type": "Ready", "status": "False", "reason": "NotAllReady", "message": "m"},
+            {"type": "NovaReady", "status": "False", "reason": "WaitingForInstalledRelease", "message": "m"},
+        ]},
+    });
+    let (code, out) = view_with(json!([ready, waiting]), &[], &pools_active);
+    assert_eq!(code, 3, "{out}");
+    assert!(
+        out.contains("  no node yet: an earlier step waits"),
+        "{out}"
+    );
+    assert!(
+        out.ends_with(
+            "waiting for: NovaCompute openstack/pool-a: NovaReady False WaitingForInstalledRelease\n"
         ),
         "{out}"
     );
