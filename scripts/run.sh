@@ -6,10 +6,13 @@
 # RabbitMQ and External Secrets operators (and a SIMULATED Gateway controller that accepts the
 # sample's console route) against it, installs the operator with its own Helm
 # chart (nova-webhook and nova-controller as pods on the real node, admission through the
-# webhook's Service), applies the sample Nova and NovaCompute and shows their conditions live.
-# With a terminal it runs until Ctrl-C; without one it exits 0 once the Nova is Ready, or 1
-# with the conditions that keep it from Ready (after NOVA_RUN_TIMEOUT seconds, or once the
-# controller has settled and a condition no step of this build sets is missing).
+# webhook's Service), applies the sample Nova and NovaCompute (the real node labelled so the
+# pool selects it, its OVN chassis SIMULATED) and shows their conditions and the pool's nodes
+# live. With a terminal it runs until Ctrl-C; without one it exits 0 once the Nova is Ready and
+# the pool Ready with its nodes Active (nova-compute registered, the host mapped), or 1 naming
+# what keeps them from it (after NOVA_RUN_TIMEOUT seconds, or once the controller has settled
+# and a condition no step of this build sets is missing), or 1 when the controller's log shows
+# a request its chart's RBAC denied. Ctrl-C (or the end) tears everything down.
 #
 # --no-openstack: the lighter mode for machines without the OpenStack install: the kwok-only
 # control plane, nova-webhook and nova-controller as local processes (admission registered by
@@ -20,7 +23,7 @@ MODE=full
 for arg in "$@"; do
   case $arg in
     --no-openstack) MODE=light ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -50,17 +53,29 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# The view: a redrawn table on a terminal, a new print on every change otherwise. Returns
-# when the Nova is Ready (0) or, without a terminal, when it cannot get there (1).
+# The view: a redrawn table under the phases reached so far on a terminal, a new print on every
+# change otherwise. Arguments: view.py's options. Returns when view.py's goal is reached
+# (0) or, without a terminal, when it cannot get there (1, naming what it still waits for).
+phases=""
 watch_conditions() {
-  local last="" out rc since=$SECONDS deadline=$((SECONDS + TIMEOUT))
+  local last="" out rc since=$SECONDS deadline=$((SECONDS + TIMEOUT)) applied novas_ready=""
+  applied=$(date +%s)
   while :; do
     rc=0
-    out=$("$KUBECTL" -n openstack get novas,novacomputes -o json 2>/dev/null | python3 scripts/view.py "$RUN/conditions") || rc=$?
-    if [ "$out" != "$last" ]; then
+    out=$("$KUBECTL" -n openstack get novas,novacomputes -o json 2>/dev/null | python3 scripts/view.py "$RUN/conditions" "$@") || rc=$?
+    if [ -z "$novas_ready" ] && { [ "$rc" = 0 ] || [ "$rc" = 3 ]; }; then
+      novas_ready=$(date +%s)
+      phase "the sample Nova is Ready $((novas_ready - applied))s after it was applied"
+    fi
+    if [ "$rc" = 0 ] && [ "$*" = --pools-active ]; then
+      phase "the sample pool is Ready with its nodes Active $(( $(date +%s) - novas_ready ))s after the Nova"
+    fi
+    if [ "$out" != "$last" ] || [ "$rc" = 0 ]; then
       since=$SECONDS
-      if [ -t 1 ]; then printf '\033[H\033[2J'; fi
-      printf '[%s] %s mode, %ss since start\n%s\n' "$(date +%H:%M:%S)" "$MODE" "$(( $(date +%s) - started ))" "$out"
+      # A terminal's redrawn screen repeats the phases logged so far; a log has them once.
+      local header=""
+      if [ -t 1 ]; then printf '\033[H\033[2J'; header=$phases; fi
+      printf '[%s] %s mode, %ss since start\n%s%s\n' "$(date +%H:%M:%S)" "$MODE" "$(( $(date +%s) - started ))" "$header" "$out"
       last=$out
     fi
     [ "$rc" = 0 ] && return 0
@@ -70,12 +85,18 @@ watch_conditions() {
         return 1
       fi
       if [ "$SECONDS" -ge "$deadline" ]; then
-        log "timed out after ${TIMEOUT}s; the conditions above keep the Nova from Ready"
+        log "timed out after ${TIMEOUT}s, ${out##*$'\n'}"
         return 1
       fi
     fi
     sleep 2
   done
+}
+
+# Logs a phase reached and keeps it for the view's header.
+phase() {
+  log "$1"
+  phases+="  $1"$'\n'
 }
 
 # The sample exposes its console through the Gateway openstack-gw, and no Gateway controller
@@ -101,6 +122,22 @@ for route in json.load(sys.stdin)["items"]:
 apply_admitted() {
   for _ in $(seq 30); do "$KUBECTL" apply -f "$1" >/dev/null 2>&1 && return 0; sleep 1; done
   "$KUBECTL" apply -f "$1"
+}
+
+# Prints a manifest patched offline: local_patch FILE merge|json PATCH [OUTPUT].
+local_patch() {
+  "$KUBECTL" patch --local -f "$1" --type="$2" -p "$3" -o "${4:-yaml}"
+}
+
+# The controller runs under the chart's ServiceAccount: nothing it asked for was forbidden
+# (a denied request logs the API error's reason and code).
+forbidden_in_controller_log() {
+  local denied
+  denied=$("$KUBECTL" -n nova-system logs -l app.kubernetes.io/component=controller --tail=-1 \
+    | grep -E 'forbidden|Forbidden|code: 403|"code":403' || true)
+  [ -z "$denied" ] && { log "the controller's log has no 403"; return 0; }
+  log "the controller was denied under the chart's RBAC:"$'\n'"$denied"
+  return 1
 }
 
 next_steps() {
@@ -187,19 +224,29 @@ full() {
 
   log "starting the control plane, the real node and OpenStack $RELEASE (logs: $RUN/serve.log)"
   tests/control-plane.sh down >/dev/null 2>&1 || true
+  local serving node_up="" waited
+  serving=$(date +%s)
   "$target/nova-control-plane" --state-dir "$STATE/serve" serve --openstack "$RELEASE" \
     --service-user-secret openstack/nova-keystone >"$RUN/serve.out" 2> >(tee "$RUN/serve.log" >&2) &
   pids+=($!)
   until grep -qx ready "$RUN/serve.out" 2>/dev/null; do
     kill -0 "${pids[0]}" 2>/dev/null || { log "the control plane did not start (above)"; exit 1; }
+    if [ -z "$node_up" ] && grep -q 'real node up' "$RUN/serve.log" 2>/dev/null; then
+      node_up=$(date +%s)
+      waited=$(sed -n 's/.*got the real node lock after \([0-9]*\).*/\1/p' "$RUN/serve.log")
+      phase "the control plane and the real node are up in $((node_up - serving))s${waited:+ (${waited}s of it waiting for the node lock)}"
+    fi
     sleep 1
   done
+  phase "OpenStack $RELEASE is up in $(( $(date +%s) - ${node_up:-$serving} ))s"
   eval "$(grep '^export KUBECONFIG=' "$RUN/serve.out")"
   export HELM_CACHE_HOME=$RUN/helm/cache HELM_CONFIG_HOME=$RUN/helm/config HELM_DATA_HOME=$RUN/helm/data
 
   log "installing the operator with its Helm chart (release nova-operator in nova-system)"
-  timed "$helm" install nova-operator charts/nova-operator --namespace nova-system --create-namespace \
+  local charting; charting=$(date +%s)
+  "$helm" install nova-operator charts/nova-operator --namespace nova-system --create-namespace \
     --wait --timeout 5m --kubeconfig "$KUBECONFIG" >/dev/null
+  phase "the chart is installed, both Deployments Available, in $(( $(date +%s) - charting ))s"
   "$KUBECTL" -n nova-system get deployments,pods
 
   log "applying the sample's inputs; the MariaDB, RabbitMQ and External Secrets operators are SIMULATED"
@@ -239,17 +286,39 @@ YAML
   # stands for the real MariaDB Deployment of the OpenStack install.
   "$KUBECTL" -n openstack patch mariadb openstack-mariadb --subresource=status --type=merge \
     -p '{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Simulated","lastTransitionTime":"'"$(date -u +%Y-%m-%dT%H:%M:%SZ)"'","message":"simulated mariadb-operator: the MariaDB Deployment openstack/openstack-mariadb of the real OpenStack"}]}}' >/dev/null
-  # The node has no registry: the sample's tag-pinned image renders imagePullPolicy Always,
-  # which it cannot satisfy, so the Nova names the node's image by its digest (IfNotPresent).
-  local pinned; pinned=$("$target/nova-control-plane" pinned "ghcr.io/c5c3/nova:$RELEASE")
-  sed "s|^    tag: \"$RELEASE\"\$|    digest: \"${pinned#*@}\"|" examples/nova.yaml >"$RUN/nova.yaml"
-  grep -q "digest: \"${pinned#*@}\"" "$RUN/nova.yaml" || { log "could not pin the sample's image"; exit 1; }
+  # The node has no registry: the samples' tag-pinned images render imagePullPolicy Always,
+  # which it cannot satisfy, so each sample names the node's image by its digest (IfNotPresent).
+  # The Nova's scheduler does not discover hosts periodically (extraConfig): the pool's
+  # nova-discover-hosts Job maps the node, which the periodic would race (novacompute_real).
+  local nova_image compute_image
+  nova_image=$("$target/nova-control-plane" pinned "ghcr.io/c5c3/nova:$RELEASE")
+  compute_image=$("$target/nova-control-plane" pinned "ghcr.io/c5c3/nova-compute:$RELEASE")
+  local_patch examples/nova.yaml merge '{"spec":{"image":{"tag":null,"digest":"'"${nova_image#*@}"'"},
+    "extraConfig":{"scheduler":{"discover_hosts_in_cells_interval":"-1"}}}}' >"$RUN/nova.yaml"
+  # The pool runs the real nova-compute (the sample's fake driver) on the real node, which its
+  # nodeSelector selects once labelled, in a zone of its own. No hypervisor operator runs here,
+  # so the pool declares no traits (they would wait for the node's Hypervisor).
+  local_patch examples/novacompute.yaml merge '{"spec":{"image":{"repository":"'"${compute_image%@*}"'",
+    "digest":"'"${compute_image#*@}"'"},"traits":null,"hostTraits":null}}' >"$RUN/novacompute.yaml"
+  local selector
+  selector=$(local_patch "$RUN/novacompute.yaml" merge '{}' \
+    'go-template={{range $k, $v := .spec.nodeSelector}}{{$k}}={{$v}} {{end}}')
+  # shellcheck disable=SC2086 # one argument per label
+  "$KUBECTL" label node -l nova.c5c3.io/test-node=real $selector topology.kubernetes.io/zone=zone-a >/dev/null
+  log "the real node is labelled ${selector}topology.kubernetes.io/zone=zone-a for the sample pool"
+  # Its OVN chassis is SIMULATED (the node runs no Open vSwitch): the harness's manifest, a pod
+  # answering the pool's wait-for-chassis gate on the host's OVSDB socket.
+  local_patch tests/src/simulated-ovn-chassis.yaml json '[
+    {"op":"replace","path":"/metadata/namespace","value":"openstack"},
+    {"op":"replace","path":"/spec/containers/0/image","value":"'"$nova_image"'"}]' | "$KUBECTL" apply -f - >/dev/null
+  log "SIMULATED OVN chassis: pod openstack/simulated-ovn-chassis answers the pool's chassis gate"
   apply_admitted "$RUN/nova.yaml"
-  apply_admitted examples/novacompute.yaml
+  apply_admitted "$RUN/novacompute.yaml"
   simulated_gateway &
   pids+=($!)
   local rc=0
-  watch_conditions || rc=$?
+  watch_conditions --pools-active || rc=$?
+  forbidden_in_controller_log || rc=1
   local ip
   ip=$("$KUBECTL" -n nova-system get pods -l app.kubernetes.io/component=controller -o jsonpath='{.items[0].status.podIP}')
   next_steps "http://$ip:8080/metrics (the controller pod, reachable from this machine over the node's bridge)"
