@@ -1,7 +1,8 @@
 //! The chart installed onto the real node from the locally built images (`images/build.sh`):
 //! both Deployments become Available, the API server calls the webhook through its Service
-//! with the chart's certificate, the controller converges the sample Nova under its own
-//! ServiceAccount with no 403 in its log (cluster-wide and namespace-scoped), an upgrade that
+//! with the chart's certificate, the controller converges the sample Nova and runs the sample
+//! pool's Kubernetes rows under its own ServiceAccount with no 403 in its log (cluster-wide and
+//! namespace-scoped), an upgrade that
 //! changes only the webhook's values rolls only the webhook and keeps the generated CA, and a
 //! regenerated certificate reaches the running webhook pods by their hot reload.
 
@@ -12,12 +13,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::api::{Api, ApiResource, ListParams, PostParams};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use kube::api::{Api, ApiResource, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use nova_api::v1alpha1::Nova;
+use nova_api::v1alpha1::{Nova, NovaCompute};
 use nova_support::*;
 use nova_test_harness::{Canary, CanaryExpectation, ControlPlane, helm, wait_for_webhook};
+use serde_json::{Value, json};
 
 const INSTALL_TIMEOUT: &str = "5m";
 
@@ -106,14 +108,21 @@ async fn component_logs(client: &Client, ns: &str, component: &str) -> String {
     text
 }
 
+/// The kwok node nova's and the pool's pods are placed on.
+const KWOK_NODE: &str = "kwok-node-0";
+
+fn kwok_tolerations() -> Value {
+    json!([{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}])
+}
+
 /// The sample Nova with its five workloads and its Jobs placed on the kwok node: this test is
 /// about the operator's pods, so nova's own pods are faked (ready or complete at once) rather
 /// than run without a database; `real_openstack.rs` runs nova for real.
 fn sample_on_kwok(ns: &str) -> Nova {
     let mut nova = serde_json::to_value(example(ns)).expect("json");
-    let on_kwok = serde_json::json!({
-        "nodeSelector": {"kubernetes.io/hostname": "kwok-node-0"},
-        "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}],
+    let on_kwok = json!({
+        "nodeSelector": {"kubernetes.io/hostname": KWOK_NODE},
+        "tolerations": kwok_tolerations(),
     });
     for block in ["api", "conductor", "scheduler", "metadata", "consoleProxy"] {
         let mut deployment = on_kwok.clone();
@@ -124,7 +133,51 @@ fn sample_on_kwok(ns: &str) -> Nova {
     serde_json::from_value(nova).expect("Nova")
 }
 
-/// The sample Nova converges under the controller's ServiceAccount, and nothing was forbidden.
+/// The sample pool on the kwok node, beside the sample Nova: the controller runs the pool's
+/// Kubernetes rows (NovaRef through ComputeVPA: the Nova and its contract, the node, the pool
+/// ConfigMap, the DaemonSet kwok makes ready, the VPA) and reaches its first OpenStack row,
+/// which reports the Keystone nothing answers here (`novacompute_real` and the main job run a
+/// pool against the real OpenStack).
+async fn pool_reaches_openstack(client: &Client, ns: &str) {
+    let labels = json!({"metadata": {"labels": {
+        POOL_LABEL: ns, "topology.kubernetes.io/zone": "zone-a"
+    }}});
+    Api::<Node>::all(client.clone())
+        .patch(KWOK_NODE, &PatchParams::default(), &Patch::Merge(labels))
+        .await
+        .expect("label the kwok node");
+    let mut pool = sample_pool(ns, ns);
+    pool["spec"]["tolerations"] = kwok_tolerations();
+    let pools: Api<NovaCompute> = Api::namespaced(client.clone(), ns);
+    pools
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(pool).expect("a NovaCompute"),
+        )
+        .await
+        .expect("create the sample pool");
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    loop {
+        let pool = pools.get("pool-a").await.expect("pool");
+        let conditions = pool.status.map(|s| s.conditions).unwrap_or_default();
+        let holds = |type_: &str, status: Option<&str>| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == type_ && status.is_none_or(|s| c.status == s))
+        };
+        if holds("DaemonSetReady", Some("True")) && holds("AggregatesReady", None) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pool never reached its OpenStack rows: {conditions:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The sample Nova converges and the sample pool reaches its OpenStack rows under the
+/// controller's ServiceAccount, and nothing was forbidden.
 async fn converges_without_403(client: &Client, release_ns: &str, ns: &str) {
     provide_inputs(client, ns).await;
     let novas: Api<Nova> = Api::namespaced(client.clone(), ns);
@@ -135,6 +188,7 @@ async fn converges_without_403(client: &Client, release_ns: &str, ns: &str) {
     // Through DeploymentReady: the workloads run on the kwok node here, so no nova-api answers
     // the in-cluster operator's health probe.
     wait_true(&novas, "nova", &CONVERGED[..7], || Ok(())).await;
+    pool_reaches_openstack(client, ns).await;
     let logs = component_logs(client, release_ns, "controller").await;
     assert!(!logs.is_empty(), "the controller logs");
     // A denied request shows as the API error's reason and code (a bare "403" would match

@@ -84,20 +84,11 @@ fn nova_view(os: &OpenStack, ns: &str, routes: BTreeMap<String, SocketAddr>) -> 
     )
 }
 
-/// The sample pool (`examples/novacompute.yaml`: its resources and the fake driver through
-/// extraConfig) in `ns`, selecting `selector`, on the digest-pinned compute image; without the
-/// sample's traits (no hypervisor operator runs here).
+/// The sample pool in `ns` selecting `selector`, on the digest-pinned compute image.
 fn real_pool(ns: &str, selector: &str, image: &str) -> NovaCompute {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/novacompute.yaml");
-    let mut pool: serde_json::Value =
-        serde_saphyr::from_str(&std::fs::read_to_string(path).expect("sample")).expect("parses");
+    let mut pool = sample_pool(ns, selector);
     let (repository, digest) = image.split_once('@').expect("a digest reference");
-    pool["metadata"]["namespace"] = json!(ns);
-    pool["spec"]["nodeSelector"] = json!({POOL_LABEL: selector});
     pool["spec"]["image"] = json!({"repository": repository, "digest": digest});
-    let spec = pool["spec"].as_object_mut().expect("spec");
-    spec.remove("traits");
-    spec.remove("hostTraits");
     serde_json::from_value(pool).expect("a NovaCompute")
 }
 

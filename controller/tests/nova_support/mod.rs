@@ -151,6 +151,21 @@ pub async fn create_zoned_node(nodes: &Api<Node>, name: &str, pool: &str, zone: 
         .expect("create node");
 }
 
+/// The sample pool (`examples/novacompute.yaml`: its resources and the fake driver through
+/// extraConfig) in `ns`, selecting the nodes labelled [`POOL_LABEL`]`=selector`; without the
+/// sample's traits (no hypervisor operator runs here).
+pub fn sample_pool(ns: &str, selector: &str) -> serde_json::Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/novacompute.yaml");
+    let mut pool: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(path).expect("sample")).expect("parses");
+    pool["metadata"]["namespace"] = json!(ns);
+    pool["spec"]["nodeSelector"] = json!({POOL_LABEL: selector});
+    let spec = pool["spec"].as_object_mut().expect("spec");
+    spec.remove("traits");
+    spec.remove("hostTraits");
+    pool
+}
+
 /// The Nova `nova` pools join, at `keystone` with its service user's `password`, with the
 /// status a converged Nova publishes (no Nova controller runs beside the pools), its
 /// service-user Secret, its compute contract mirrored (labelled) into the namespace, and an
