@@ -14,6 +14,7 @@
 
 mod manifests;
 pub mod nova;
+mod stub;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -28,6 +29,7 @@ use tokio::sync::OnceCell;
 pub use manifests::{
     KEYSTONE, MARIADB, MEMCACHED, NAMESPACE, PLACEMENT, RABBITMQ, keystone_url, service_url,
 };
+pub use stub::{GLANCE_PORT, NEUTRON_PORT, STUB};
 
 use crate::control_plane::{ControlPlane, invalid};
 use crate::{Error, Result, http, io_err, kube_err};
