@@ -132,7 +132,15 @@ pub const POOL_LABEL: &str = "test.nova.c5c3.io/pool";
 
 /// A kwok node with the pool label `pool` and a zone.
 pub async fn create_zoned_node(nodes: &Api<Node>, name: &str, pool: &str, zone: &str) {
-    let node: Node = serde_json::from_value(json!({
+    nodes
+        .create(&PostParams::default(), &zoned_node(name, pool, zone))
+        .await
+        .expect("create node");
+}
+
+/// The kwok node [`create_zoned_node`] creates.
+pub fn zoned_node(name: &str, pool: &str, zone: &str) -> Node {
+    serde_json::from_value(json!({
         "metadata": {
             "name": name,
             "annotations": {"node.alpha.kubernetes.io/ttl": "0", "kwok.x-k8s.io/node": "fake"},
@@ -144,11 +152,7 @@ pub async fn create_zoned_node(nodes: &Api<Node>, name: &str, pool: &str, zone: 
             "capacity": {"cpu": "1k", "memory": "4Ti", "pods": "1000"}
         }
     }))
-    .expect("node");
-    nodes
-        .create(&PostParams::default(), &node)
-        .await
-        .expect("create node");
+    .expect("node")
 }
 
 /// The sample pool (`examples/novacompute.yaml`: its resources and the fake driver through

@@ -1,0 +1,156 @@
+//! The invariant of issue 13, sampled beside every scenario: no node with servers on it ever
+//! loses its nova-compute pod. Every second the sampler reads the real Nova's servers per host
+//! and every pool pod (and PLAYED pod) of the namespace, and records a violation when a host
+//! carrying servers has no running pod of a pool (for a kwok node: also no played pod), and
+//! when a host's compute service, once seen, is gone while a pod of a pool still runs there
+//! (the service is deleted only after the pod). A violation is confirmed by reading the servers
+//! again after the pods: the same server on the host before and after.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
+use nova_test_harness::node::NODE_NAME;
+
+use super::compute::Admin;
+use super::played::PLAYED_FOR;
+use super::running;
+
+#[derive(Debug, Default)]
+struct Tally {
+    /// Samples taken since the last check.
+    samples: u64,
+    /// Of those, samples in which some host carried servers.
+    with_servers: u64,
+    /// Samples the API did not answer.
+    failed: u64,
+    violations: Vec<String>,
+}
+
+pub struct Sampler {
+    tally: Arc<Mutex<Tally>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Sampler {
+    pub fn start(client: Client, ns: &str, admin: Admin) -> Self {
+        let tally = Arc::new(Mutex::new(Tally::default()));
+        let (shared, ns) = (tally.clone(), ns.to_owned());
+        let task = tokio::spawn(async move {
+            let mut services_seen = BTreeSet::new();
+            loop {
+                sample(&client, &ns, &admin, &shared, &mut services_seen).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        Self { tally, task }
+    }
+
+    /// Fails the scenario if the invariant broke during it (or the sampler never sampled);
+    /// returns how many samples saw servers, then starts counting afresh for the next.
+    pub fn assert_held(&self, scenario: &str) -> u64 {
+        let tally = std::mem::take(&mut *self.tally.lock().expect("tally"));
+        eprintln!(
+            "invariant sampler, {scenario}: {} samples ({} with servers, {} unanswered)",
+            tally.samples, tally.with_servers, tally.failed
+        );
+        assert!(
+            tally.violations.is_empty(),
+            "{scenario}: {:#?}",
+            tally.violations
+        );
+        assert!(tally.samples > 0, "{scenario}: the sampler took no sample");
+        tally.with_servers
+    }
+}
+
+/// The nodes with a running pod of a pool, and the kwok nodes with a running played pod.
+async fn pods_per_node(
+    client: &Client,
+    ns: &str,
+) -> Result<(BTreeSet<String>, BTreeSet<String>), kube::Error> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pool = pods
+        .list(
+            &ListParams::default().labels(
+                "app.kubernetes.io/name=novacompute,app.kubernetes.io/component=nova-compute",
+            ),
+        )
+        .await?
+        .items
+        .into_iter()
+        .filter(running)
+        .filter_map(|p| p.spec?.node_name)
+        .collect();
+    let played = pods
+        .list(&ListParams::default().labels(PLAYED_FOR))
+        .await?
+        .items
+        .into_iter()
+        .filter(running)
+        .filter_map(|p| p.labels().get(PLAYED_FOR).cloned())
+        .collect();
+    Ok((pool, played))
+}
+
+async fn sample(
+    client: &Client,
+    ns: &str,
+    admin: &Admin,
+    tally: &Mutex<Tally>,
+    services_seen: &mut BTreeSet<String>,
+) {
+    let read = async {
+        let servers = admin.servers_by_host().await?;
+        let services = admin.service_hosts().await?;
+        let pods = pods_per_node(client, ns).await.map_err(|e| e.to_string())?;
+        let again = admin.servers_by_host().await?;
+        Ok::<_, String>((servers, services, pods, again))
+    };
+    let (servers, services, (pool, played), again) = match read.await {
+        Ok(read) => read,
+        Err(e) => {
+            eprintln!("invariant sampler: a sample failed: {e}");
+            tally.lock().expect("tally").failed += 1;
+            return;
+        }
+    };
+    let mut violations = Vec::new();
+    let none = BTreeSet::new();
+    for (host, ids) in &servers {
+        let kept: BTreeSet<&String> = ids.intersection(again.get(host).unwrap_or(&none)).collect();
+        let has_pod = pool.contains(host) && (host == NODE_NAME || played.contains(host));
+        if !kept.is_empty() && !has_pod {
+            violations.push(format!(
+                "host {host} carries servers {kept:?} but runs no nova-compute pod of a pool \
+                 (pool pods on {pool:?}, played pods for {played:?})"
+            ));
+        }
+    }
+    let deleted: Vec<String> = services_seen.difference(&services).cloned().collect();
+    for host in deleted {
+        if pool.contains(&host) {
+            violations.push(format!(
+                "the compute service of {host} was deleted while a pool pod still runs there"
+            ));
+        }
+        services_seen.remove(&host);
+    }
+    services_seen.extend(services);
+    let mut tally = tally.lock().expect("tally");
+    tally.samples += 1;
+    tally.with_servers += u64::from(servers.values().any(|ids| !ids.is_empty()));
+    for v in violations {
+        eprintln!("invariant sampler: VIOLATION: {v}");
+        tally.violations.push(v);
+    }
+}
