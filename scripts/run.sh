@@ -226,6 +226,8 @@ full() {
   tests/control-plane.sh down >/dev/null 2>&1 || true
   local serving node_up="" waited
   serving=$(date +%s)
+  # tee empties serve.log only once it runs: the wait below must not read the last run's.
+  : >"$RUN/serve.log"
   "$target/nova-control-plane" --state-dir "$STATE/serve" serve --openstack "$RELEASE" \
     --service-user-secret openstack/nova-keystone >"$RUN/serve.out" 2> >(tee "$RUN/serve.log" >&2) &
   pids+=($!)
