@@ -1,7 +1,7 @@
 //! What a step's pure `plan` returns, and the one "ready, or wait" vocabulary every step uses.
 
 use kube::core::ApiResource;
-use kube::runtime::events::EventType;
+use kube::runtime::events::{Event, EventType};
 use nova_api::conditions::Reason;
 
 use super::{Flow, StepError};
@@ -90,7 +90,29 @@ impl EventNote {
             EventType::Normal
         }
     }
+
+    /// The event the recorder publishes. kube's Recorder folds every event of one object, type,
+    /// reason and action published within six minutes into the first one's series, keeping
+    /// the first note: two aggregates created in one pass would show as the first created
+    /// twice. The action is therefore the note itself (clipped to the API's 128 bytes), so
+    /// distinct notes of one reason stay distinct events and only a repeated note is a series.
+    pub fn event(&self) -> Event {
+        let mut end = self.note.len().min(ACTION_BYTES);
+        while !self.note.is_char_boundary(end) {
+            end -= 1;
+        }
+        Event {
+            type_: self.type_(),
+            reason: self.reason.to_owned(),
+            note: Some(self.note.clone()),
+            action: self.note[..end].to_owned(),
+            secondary: None,
+        }
+    }
 }
+
+/// The bound the API server puts on an event's action.
+const ACTION_BYTES: usize = 128;
 
 /// Objects of one kind a plan prunes: those matching `selector` that the CR controls, except
 /// the ones it keeps.
@@ -306,6 +328,37 @@ impl<C, S, R: Default> Plan<C, S, R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn note(reason: &'static str, note: &str) -> EventNote {
+        EventNote {
+            warning: false,
+            reason,
+            note: note.to_owned(),
+        }
+    }
+
+    #[test]
+    fn notes_of_one_reason_are_distinct_events_and_a_repeat_is_one() {
+        let a = note("TraitCreated", "Created custom trait CUSTOM_A in Placement").event();
+        let b = note("TraitCreated", "Created custom trait CUSTOM_B in Placement").event();
+        let again = note("TraitCreated", "Created custom trait CUSTOM_A in Placement").event();
+        assert_ne!(
+            a.action, b.action,
+            "kube's Recorder keys a series on the action"
+        );
+        assert_eq!(a.action, again.action);
+        assert_eq!(
+            b.note.as_deref(),
+            Some("Created custom trait CUSTOM_B in Placement")
+        );
+        let long = note("HostDiscoveryFailed", &"é".repeat(100)).event();
+        assert_eq!(
+            long.action,
+            "é".repeat(64),
+            "clipped on a character boundary"
+        );
+        assert_eq!(long.note.as_deref(), Some("é".repeat(100).as_str()));
+    }
 
     #[test]
     fn gates_chain_with_question_mark() {

@@ -17,7 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, Recorder};
+use kube::runtime::events::Recorder;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use nova_api::conditions::Reason;
@@ -342,14 +342,11 @@ pub fn error_policy<K: Reconciled>(
 /// Publishes the pass's events on the CR; a failed publish is logged, never fatal.
 async fn publish<K: Reconciled>(ctx: &Context<K>, cr: &K, events: &[EventNote]) {
     for note in events {
-        let event = Event {
-            type_: note.type_(),
-            reason: note.reason.to_owned(),
-            note: Some(note.note.clone()),
-            action: "Reconcile".to_owned(),
-            secondary: None,
-        };
-        if let Err(e) = ctx.recorder.publish(&event, &cr.object_ref(&())).await {
+        if let Err(e) = ctx
+            .recorder
+            .publish(&note.event(), &cr.object_ref(&()))
+            .await
+        {
             tracing::warn!(error = %e, reason = note.reason, "publishing an event failed");
         }
     }
