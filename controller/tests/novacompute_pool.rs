@@ -25,7 +25,7 @@ use nova_api::v1alpha1::{NodePhase, Nova, NovaCompute};
 use nova_controller::clusters::Registry;
 use nova_controller::metrics::Metrics;
 use nova_support::{
-    POOL_LABEL, READ_VERBS, WRITE_VERBS, create_zoned_node, pool, pool_condition,
+    POOL_LABEL, READ_VERBS, WRITE_VERBS, create_zoned_node, occurrences, pool, pool_condition,
     provide_pool_nova, requests, start_novacompute, touch_five_times, unreachable_keystone, writes,
 };
 use serde_json::{Value, json};
@@ -192,7 +192,7 @@ async fn node_conflict_events(client: &Client, ns: &str, pool: &str) -> usize {
         .iter()
         .filter(|e| e.reason.as_deref() == Some("NodeConflict"))
         .filter(|e| e.involved_object.name.as_deref() == Some(pool))
-        .map(|e| e.count.unwrap_or(1).max(1) as usize)
+        .map(|e| occurrences(e) as usize)
         .sum()
 }
 

@@ -12,117 +12,50 @@
 //! patches and garbage-collects. The client dials the cluster-local Service names through
 //! routes to the pods' addresses, the way a controller outside the cluster reaches them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::{Event, Node, Secret};
 use kube::Api;
-use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use nova_api::conditions::Reason;
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
-use nova_controller::clusters::{Cluster, LocalCluster, Registry, kinds};
+use nova_controller::clusters::{Cluster, LocalCluster, Registry};
 use nova_controller::novacompute::{aggregates, services, traits};
 use nova_controller::openstack::nova::ServiceDeletion;
 use nova_controller::openstack::placement::{TraitDeletion, TraitEnsured};
-use nova_controller::openstack::{Client, Credentials, Endpoints, OpenStackError};
-use nova_controller::sensitive::Sensitive;
-use nova_test_harness::images::nova_image;
-use nova_test_harness::openstack::nova::{
-    TIMEOUT, api_address, apply_all, db_sync, nova_pod, setup, start_api,
-    start_conductor_and_compute,
-};
-use nova_test_harness::openstack::{self, OpenStack, PLACEMENT, Ports, keystone_url};
-use nova_test_harness::{ControlPlane, http, pods, shared_real_node};
+use nova_controller::openstack::{Client, OpenStackError};
+use nova_test_harness::openstack::nova::{TIMEOUT, start_conductor_and_compute};
+use nova_test_harness::openstack::{OpenStack, PLACEMENT, Ports, keystone_url};
+use nova_test_harness::{ControlPlane, http};
 use serde_json::json;
 
 mod nova_support;
 
-use nova_support::real::openstack_routes;
+use nova_support::proof_nova::{
+    create_hypervisor, discover_hosts, eventually, pool_reason, routes, service_user, start,
+};
 use nova_support::{
-    POOL_LABEL, create_zoned_node, provide_pool_nova, start_novacompute, touch_five_times, writes,
+    POOL_LABEL, create_zoned_node, occurrences, provide_pool_nova, start_novacompute,
+    touch_five_times, writes,
 };
 
 const RELEASE: &str = "2026.1";
 const HOST: &str = "proof-compute-0";
 
-/// The management cluster's handle as the steps use it, its Service URLs routed to the pods of
-/// Keystone, Placement and nova-api (the controller runs outside the cluster here).
+/// The management cluster's handle as the steps use it, its Service URLs routed to Keystone,
+/// Placement and nova-api (the controller runs outside the cluster here).
 async fn handle(cp: &ControlPlane, os: &OpenStack, ns: &str) -> Result<Arc<LocalCluster>> {
     let kube = cp.client()?;
-    let registry = Registry::default().route_services(routes(cp, os, ns).await?);
+    let registry = Registry::default().route_services(routes(&kube, os, ns).await);
     Ok(LocalCluster::start(kube, None, registry).await)
 }
 
-/// The cluster-local Service addresses of Keystone, Placement and nova-api (under both its
-/// proof name and the Nova's API Service name `nova`), routed to their pods.
-async fn routes(
-    cp: &ControlPlane,
-    os: &OpenStack,
-    ns: &str,
-) -> Result<BTreeMap<String, std::net::SocketAddr>> {
-    let kube = cp.client()?;
-    let api = api_address(&kube, ns).await?;
-    let mut routes = openstack_routes(os).await;
-    routes.insert(format!("nova-api.{ns}.svc.cluster.local:8774"), api);
-    routes.insert(format!("nova.{ns}.svc.cluster.local:8774"), api);
-    Ok(routes)
-}
-
-/// The client of one pass as the NovaCompute steps build it, over the handle's transport: user
-/// `nova` of project `service`, Placement from the catalog.
+/// The client of one pass as the NovaCompute steps build it, over the handle's transport.
 fn pass_client(cluster: &LocalCluster, ns: &str, password: &str) -> Client {
-    Client::new(
-        cluster.transport(),
-        Endpoints {
-            keystone: keystone_url(),
-            nova: format!("http://nova-api.{ns}.svc.cluster.local:8774"),
-            placement: None,
-            region: Some("RegionOne".into()),
-        },
-        Credentials {
-            username: "nova".into(),
-            password: Sensitive::new(password),
-            project_name: "service".into(),
-            user_domain_name: "Default".into(),
-            project_domain_name: "Default".into(),
-        },
-    )
-}
-
-/// Runs `nova-manage cell_v2 discover_hosts` once, as the `<nova>-discover-hosts` Job does.
-async fn discover_hosts(kube: &kube::Client, ns: &str) -> Result<()> {
-    let mut pod = nova_pod(
-        &nova_image(RELEASE),
-        "discover-hosts",
-        json!([
-            "nova-manage",
-            "--config-dir",
-            "/etc/nova/nova.conf.d",
-            "cell_v2",
-            "discover_hosts",
-            "--verbose"
-        ]),
-        json!([]),
-        json!([]),
-        json!([]),
-    );
-    pod["restartPolicy"] = json!("Never");
-    apply_all(
-        kube,
-        &[json!({
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": { "name": "proof-discover-hosts", "namespace": ns },
-            "spec": { "backoffLimit": 0, "template": { "spec": pod } }
-        })],
-    )
-    .await?;
-    let t =
-        pods::wait_for_job_termination(kube, ns, "proof-discover-hosts", "discover-hosts", TIMEOUT)
-            .await?;
-    ensure!(t.exit_code == 0, "discover_hosts failed: {t:?}");
-    Ok(())
+    service_user(cluster.transport(), ns, password)
 }
 
 fn node(name: &str, phase: NodePhase, zone: &str) -> NovaComputeNodeStatus {
@@ -244,25 +177,6 @@ async fn aggregate_names(client: &Client) -> Result<Vec<String>> {
         .collect())
 }
 
-/// The condition `type_` of pool `name`, once its reason is `reason`.
-async fn pool_reason(
-    pools: &Api<NovaCompute>,
-    name: &str,
-    type_: &str,
-    reason: &str,
-) -> Result<String> {
-    eventually(&format!("{name} {type_}={reason}"), || async {
-        let pool = pools.get(name).await?;
-        Ok(pool.status.and_then(|s| {
-            s.conditions
-                .into_iter()
-                .find(|c| c.type_ == type_ && c.reason == reason)
-                .map(|c| c.message)
-        }))
-    })
-    .await
-}
-
 /// The NovaCompute controller with its OpenStack rows, on a handle routed to the real services:
 /// a pool on a kwok node gets its zone aggregate and tenant_filter_tests in the real Nova,
 /// marked; a second pool of the Nova that selects no node is deleted and released (the mirror
@@ -285,7 +199,7 @@ async fn pools_through_the_controller(
     let secrets: Api<Secret> = Api::namespaced(kube.clone(), ns);
     let metrics = start_novacompute(
         kube.clone(),
-        Registry::default().route_services(routes(cp, os, ns).await?),
+        Registry::default().route_services(routes(&kube, os, ns).await),
     )
     .await;
 
@@ -318,7 +232,7 @@ async fn pools_through_the_controller(
             .await?
             .items
             .iter()
-            .map(|e| e.count.unwrap_or(1))
+            .map(occurrences)
             .sum::<i32>();
         Ok::<_, anyhow::Error>((writes(&kube, "novacomputes", "status").await, on_pool))
     };
@@ -356,7 +270,7 @@ async fn pools_through_the_controller(
         .await?;
     pool_reason(&pools, "pool-none", "NodesReady", "NoMatchingNodes").await?;
     pools.delete("pool-none", &DeleteParams::default()).await?;
-    eventually("pool-none released", || async {
+    eventually("pool-none released", TIMEOUT, || async {
         Ok(pools.get_opt("pool-none").await?.is_none().then_some(()))
     })
     .await?;
@@ -370,7 +284,7 @@ async fn pools_through_the_controller(
     );
 
     pools.delete("pool-a", &DeleteParams::default()).await?;
-    eventually("pool-a released", || async {
+    eventually("pool-a released", TIMEOUT, || async {
         Ok(pools.get_opt("pool-a").await?.is_none().then_some(()))
     })
     .await?;
@@ -435,18 +349,7 @@ async fn traits_step(
         format!("CUSTOM_GPU_{suffix}"),
     );
     let node = format!("hv-{ns}");
-    let kube = cp.client()?;
-    let hypervisors: kube::Api<DynamicObject> =
-        kube::Api::all_with(kube.clone(), &kinds::hypervisor());
-    hypervisors
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "apiVersion": "kvm.cloud.sap/v1", "kind": "Hypervisor",
-                "metadata": { "name": node }, "spec": {}
-            }))?,
-        )
-        .await?;
+    let hypervisors = create_hypervisor(&cp.client()?, &node).await?;
     let handle = traits::ClusterHypervisors(cluster);
     let mut entry = node_entry(&node, NodePhase::Active);
     let live = traits_pool(ns, &node, &traits, &gpu, false);
@@ -603,31 +506,9 @@ async fn walk_once(
     services::walk(client, &pool).await
 }
 
-async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<T>>>,
-{
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if let Some(value) = probe().await? {
-            return Ok(value);
-        }
-        ensure!(Instant::now() < deadline, "{what} did not happen");
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
 #[tokio::test]
 async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> {
-    let cp = shared_real_node().await?;
-    let os = openstack::shared(cp, RELEASE).await?;
-    let kube = cp.client()?;
-    let ns = cp.namespace("osclient").await?;
-    setup(os, &kube, &ns).await?;
-    let sync = db_sync(&kube, &ns, RELEASE).await?;
-    ensure!(sync.exit_code == 0, "db-sync failed: {sync:?}");
-    start_api(&kube, &ns, RELEASE).await?;
+    let (cp, os, kube, ns) = start("osclient", RELEASE).await?;
 
     // A wrong password: Keystone's 401, naming neither the password nor a token.
     let cluster = handle(cp, os, &ns).await?;
@@ -774,7 +655,7 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
     // counted and deleted once its pod is gone.
     let t = Instant::now();
     start_conductor_and_compute(&kube, &ns, RELEASE).await?;
-    let service = eventually("the compute service registering", || async {
+    let service = eventually("the compute service registering", TIMEOUT, || async {
         let client = pass_client(&cluster, &ns, os.nova_password());
         Ok(client
             .compute_services()
@@ -813,7 +694,7 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
         services::report(&w, None).reason == Reason::WaitingForHostMapping,
         "{w:?}"
     );
-    discover_hosts(&kube, &ns).await?;
+    discover_hosts(&kube, &ns, RELEASE, "proof-discover-hosts").await?;
     let w = walk_once(&client, &ns, w.nodes, &[]).await;
     ensure!(
         w.nodes[0].phase == NodePhase::Active && w.unmapped.is_empty(),

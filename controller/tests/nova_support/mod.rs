@@ -20,6 +20,7 @@ use nova_controller::pipeline::runner::Options;
 use nova_controller::{nova, novacompute};
 use serde_json::json;
 
+pub mod proof_nova;
 pub mod real;
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
@@ -525,6 +526,25 @@ pub async fn requests(client: &Client, resources: &[&str], verbs: &[&str]) -> u6
     .await
 }
 
+/// Wakes the CR `name` without changing anything it reads: an annotation edit (to `value`)
+/// passes the CR watch's predicate.
+pub async fn touch<K>(api: &Api<K>, name: &str, value: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let touch = json!({"metadata": {"annotations": {"test.nova/touch": value}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(touch))
+        .await
+        .expect("touch");
+}
+
+/// How often an event was recorded: kube's Recorder records a repeat within its cache window
+/// as `series.count` on the same Event (a patch), never as a new Event or in `count`.
+pub fn occurrences(event: &Event) -> i32 {
+    let series = event.series.as_ref().and_then(|s| s.count).unwrap_or(1);
+    series.max(event.count.unwrap_or(1))
+}
+
 /// Wakes the CR `name` five times without changing anything it reads (an annotation edit
 /// passes the CR watch's predicate), each time waiting for the pass `passes` counts.
 pub async fn touch_five_times<K>(api: &Api<K>, name: &str, label: &str, passes: impl Fn() -> u64)
@@ -533,11 +553,7 @@ where
 {
     let passes_before = passes();
     for i in 0..5u64 {
-        let touch =
-            json!({"metadata": {"annotations": {"test.nova/touch": format!("{label}-{i}")}}});
-        api.patch(name, &PatchParams::default(), &Patch::Merge(touch))
-            .await
-            .expect("touch");
+        touch(api, name, &format!("{label}-{i}")).await;
         let deadline = Instant::now() + TIMEOUT;
         while passes() < passes_before + i + 1 {
             assert!(
