@@ -15,7 +15,7 @@ use tokio::sync::OnceCell;
 
 use crate::node::{self, NodeTimings, Session};
 use crate::process::{self, ChildSpec, Component, Lifetime};
-use crate::{Error, Result, binaries, crds, io_err, kube_err, kwok, pki};
+use crate::{Error, Result, binaries, crds, egress, io_err, kube_err, kwok, pki};
 
 /// The Service CIDR (`--service-cluster-ip-range`); pods on the real node route only it and
 /// the pod subnet.
@@ -275,6 +275,10 @@ impl ControlPlane {
         } else {
             // Nothing could reach an endpoint; the `kubernetes` Service stays empty.
             apiserver_args.push("--endpoint-reconciler-type=none".into());
+        }
+        if options.lifetime == Lifetime::TiedToParent {
+            // The guard lives in this process; a detached control plane outlives it.
+            apiserver_args.push(egress::apiserver_flag(&dir)?);
         }
         self.spawn(
             options,

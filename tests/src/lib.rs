@@ -18,6 +18,7 @@
 mod binaries;
 mod control_plane;
 mod crds;
+mod egress;
 pub mod helm;
 pub mod http;
 pub mod images;

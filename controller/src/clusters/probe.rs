@@ -101,8 +101,24 @@ pub async fn through_proxy(client: &kube::Client, url: &str) -> Probe {
     match tokio::time::timeout(PROBE_TIMEOUT, client.request_text(request)).await {
         Err(_) => Probe::TimedOut,
         Ok(Ok(body)) => Probe::Answered(200, truncated(body)),
-        Ok(Err(kube::Error::Api(status))) => Probe::Answered(status.code, status.message.clone()),
+        Ok(Err(kube::Error::Api(status))) => proxy_answer(status.code, &status.message),
         Ok(Err(e)) => Probe::Failed(e.to_string()),
+    }
+}
+
+/// The API server's wording when its proxy could not dial the Service's endpoint
+/// (apimachinery's proxy transport); the error after it names the endpoint it picked.
+const PROXY_DIAL_FAILED: &str = "error trying to reach service:";
+
+/// A non-2xx answer through the proxy: the Service's own answer, or the API server's failure
+/// to reach it. The latter is a failed connection, and its text names whichever endpoint the
+/// API server picked this time, so it is not carried into the condition: a message changing
+/// with the endpoint would write status on every pass.
+fn proxy_answer(code: u16, message: &str) -> Probe {
+    if message.starts_with(PROXY_DIAL_FAILED) {
+        Probe::Refused("the target cluster's API server could not reach the Service".to_owned())
+    } else {
+        Probe::Answered(code, message.to_owned())
     }
 }
 
@@ -143,6 +159,25 @@ pub(crate) fn proxy_path(url: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_proxy_failing_to_reach_an_endpoint_is_a_failed_connection_naming_no_endpoint() {
+        for endpoint in ["10.244.0.12:8774", "10.244.0.13:8774"] {
+            let message = format!(
+                "error trying to reach service: dial tcp {endpoint}: connect: connection refused"
+            );
+            assert_eq!(
+                proxy_answer(503, &message),
+                Probe::Refused(
+                    "the target cluster's API server could not reach the Service".to_owned()
+                )
+            );
+        }
+        assert_eq!(
+            proxy_answer(503, "service unavailable"),
+            Probe::Answered(503, "service unavailable".to_owned())
+        );
+    }
 
     #[test]
     fn a_service_url_maps_onto_the_proxy_subresource() {
