@@ -405,3 +405,41 @@ async fn a_namespace_scoped_install_converges_with_only_a_namespaced_role() {
     .await;
     controller.kill().await.expect("stop");
 }
+
+/// The status write ends a pass with the whole status computed from the pass's copy of the
+/// CR; a copy older than the stored object (a cache not yet showing the previous pass's
+/// write) is refused as stale instead of putting that write's fields back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_status_computed_from_a_stale_copy_is_refused() {
+    use nova_controller::pipeline::status::{is_stale, persist};
+    let cp = nova_test_harness::shared().await.expect("control plane");
+    let ns = cp.namespace("stale-status").await.expect("namespace");
+    let client = cp.client().expect("client");
+    let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
+    let stale = novas
+        .create(&PostParams::default(), &example(&ns))
+        .await
+        .expect("create Nova");
+    let version = stale.resource_version();
+    let empty = nova_api::v1alpha1::NovaStatus::default();
+    let mut first = empty.clone();
+    first.installed_release = Some("2026.1".into());
+    assert!(
+        persist(&novas, "nova", version.as_deref(), &empty, &first, "test")
+            .await
+            .expect("a write from the current copy")
+    );
+    // A second pass still on the creation's copy computes a status without that write.
+    let mut second = empty.clone();
+    second.observed_generation = Some(1);
+    let refused = persist(&novas, "nova", version.as_deref(), &empty, &second, "test")
+        .await
+        .expect_err("a write from a stale copy");
+    assert!(is_stale(&refused), "{refused}");
+    let stored = novas.get_status("nova").await.expect("Nova").status;
+    assert_eq!(
+        stored.and_then(|s| s.installed_release).as_deref(),
+        Some("2026.1"),
+        "the first write's field stays"
+    );
+}

@@ -276,13 +276,29 @@ async fn settle<K: Reconciled>(
     let written = match status {
         Some(status) => {
             let before = cr.status().cloned().unwrap_or_default();
-            super::status::persist(api, &cr.name_any(), &before, status, FIELD_MANAGER)
-                .await
-                .map(|_| ())
+            super::status::persist(
+                api,
+                &cr.name_any(),
+                cr.resource_version().as_deref(),
+                &before,
+                status,
+                FIELD_MANAGER,
+            )
+            .await
+            .map(|_| ())
         }
         None => Ok(()),
     };
+    let stale = written.as_ref().is_err_and(super::status::is_stale);
+    if stale {
+        tracing::debug!(
+            name = %cr.name_any(),
+            "status not written: the pass ran on a stale copy; the next pass recomputes it"
+        );
+    }
     match (outcome, written) {
+        (Ok(_), Err(_)) if stale => Ok(Flow::RequeueAfter(REQUEUE_NEXT_PASS)),
+        (Err(pipeline), Err(_)) if stale => Err(ReconcileError::Pipeline(pipeline)),
         (Ok(flow), Ok(())) => Ok(flow),
         (Err(pipeline), Ok(())) => Err(ReconcileError::Pipeline(pipeline)),
         (Ok(_), Err(status)) => Err(ReconcileError::Status(status)),

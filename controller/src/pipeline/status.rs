@@ -9,9 +9,16 @@ use serde::de::DeserializeOwned;
 /// Writes `after` through server-side apply on `/status` under `manager` unless it equals
 /// `before`, so a pass that changed nothing causes no write, no watch event and no
 /// resourceVersion churn. Returns whether a write was issued.
+///
+/// The write carries `resource_version`, the version of the copy the pass computed `after`
+/// from, as a precondition: the whole status is applied, so a pass that ran on a cached copy
+/// not yet showing an earlier pass's write would otherwise put that write's fields back (a
+/// pool's `createdTraits` emptied, its traits then never deleted). The API server refuses such
+/// a write with 409 Conflict instead ([`is_stale`]).
 pub async fn persist<K, S>(
     api: &Api<K>,
     name: &str,
+    resource_version: Option<&str>,
     before: &S,
     after: &S,
     manager: &str,
@@ -23,11 +30,14 @@ where
     if before == after {
         return Ok(false);
     }
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),
         "status": after,
     });
+    if let Some(version) = resource_version {
+        body["metadata"] = serde_json::json!({ "resourceVersion": version });
+    }
     api.patch_status(
         name,
         &PatchParams::apply(manager).force(),
@@ -35,4 +45,10 @@ where
     )
     .await?;
     Ok(true)
+}
+
+/// Whether a status write was refused because the pass's copy was stale: the fresher
+/// object's watch event brings the next pass, which recomputes the status from it.
+pub fn is_stale(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 409)
 }
