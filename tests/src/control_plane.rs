@@ -278,7 +278,14 @@ impl ControlPlane {
         }
         if options.lifetime == Lifetime::TiedToParent {
             // The guard lives in this process; a detached control plane outlives it.
-            apiserver_args.push(egress::apiserver_flag(&dir)?);
+            // With the real node, its pod subnet and the Service range its kube-proxy maps
+            // onto it (a Service-referenced webhook is called at its cluster IP).
+            let subnets: &[&str] = if options.real_node {
+                &[node::POD_SUBNET, SERVICE_CIDR]
+            } else {
+                &[]
+            };
+            apiserver_args.push(egress::apiserver_flag(&dir, subnets)?);
         }
         self.spawn(
             options,

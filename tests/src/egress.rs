@@ -1,6 +1,7 @@
 //! The API server's egress guard: an HTTP CONNECT proxy on a Unix socket that the API server's
 //! `cluster` egress (service and pod proxy, kubelet logs and exec, Service-referenced webhooks)
-//! goes through, which opens a tunnel only to loopback and the real node's pod subnet.
+//! goes through, which opens a tunnel only to loopback and, with the real node, its pod subnet
+//! and the Service range its kube-proxy maps onto that subnet.
 //!
 //! kwok gives its pods addresses from a fake pod CIDR that no interface here holds, so an API
 //! server asked to proxy to a kwok-played Service (a placed Nova's health probe through a
@@ -14,18 +15,19 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::time::Duration;
 
-use crate::{Result, io_err, node};
+use crate::{Result, io_err};
 
 /// How long a tunnel's connect may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most a CONNECT request's head may hold.
 const HEAD_LIMIT: u64 = 8 * 1024;
 
-/// Starts a guard on `dir/egress.sock` (a thread of this process, as long as it lives) and
+/// Starts a guard on `dir/egress.sock` (a thread of this process, as long as it lives),
+/// tunnelling to loopback and the IPv4 `subnets` (CIDR) only, and
 /// writes the API server's egress selector configuration beside it, pointing the `cluster`
 /// egress at the guard; returns the flag that loads it. A Unix socket, because the API
 /// server's TCP transport to a CONNECT proxy requires TLS.
-pub(crate) fn apiserver_flag(dir: &Path) -> Result<String> {
+pub(crate) fn apiserver_flag(dir: &Path, subnets: &'static [&'static str]) -> Result<String> {
     let socket = dir.join("egress.sock");
     let _ = std::fs::remove_file(&socket);
     let listener =
@@ -36,7 +38,7 @@ pub(crate) fn apiserver_flag(dir: &Path) -> Result<String> {
             for client in listener.incoming().flatten() {
                 let _ = std::thread::Builder::new()
                     .name("egress-tunnel".into())
-                    .spawn(move || tunnel(client));
+                    .spawn(move || tunnel(client, subnets));
             }
         })
         .map_err(io_err("starting the egress guard"))?;
@@ -62,7 +64,7 @@ pub(crate) fn apiserver_flag(dir: &Path) -> Result<String> {
 }
 
 /// Serves one CONNECT: a tunnel to an allowed destination, 403 to any other.
-fn tunnel(client: UnixStream) {
+fn tunnel(client: UnixStream, subnets: &[&str]) {
     let Ok(reader) = client.try_clone() else {
         return;
     };
@@ -82,11 +84,10 @@ fn tunnel(client: UnixStream) {
         let _ = client.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
         return;
     };
-    let Some(destination) = allowed(&target) else {
+    let Some(destination) = allowed(&target, subnets) else {
         eprintln!(
             "[egress guard] refused the API server's connection to {target}: \
-             not loopback or the test node's pod subnet {}",
-            node::POD_SUBNET
+             neither loopback nor in {subnets:?}"
         );
         let _ = client.write_all(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n");
         return;
@@ -125,19 +126,20 @@ fn connect_target(request_line: &str) -> Option<String> {
 }
 
 /// The address to dial for `target` when every address it names is allowed.
-fn allowed(target: &str) -> Option<SocketAddr> {
+fn allowed(target: &str, subnets: &[&str]) -> Option<SocketAddr> {
     let addresses: Vec<SocketAddr> = target.to_socket_addrs().ok()?.collect();
-    let all_allowed = !addresses.is_empty() && addresses.iter().all(|a| is_allowed(a.ip()));
+    let all_allowed =
+        !addresses.is_empty() && addresses.iter().all(|a| is_allowed(a.ip(), subnets));
     all_allowed.then(|| addresses[0])
 }
 
-/// Loopback, or the real node's pod subnet (a bridge the harness creates).
-fn is_allowed(ip: IpAddr) -> bool {
-    ip.is_loopback() || matches!(ip, IpAddr::V4(v4) if in_pod_subnet(v4))
+fn is_allowed(ip: IpAddr, subnets: &[&str]) -> bool {
+    ip.is_loopback()
+        || matches!(ip, IpAddr::V4(v4) if subnets.iter().any(|subnet| in_subnet(v4, subnet)))
 }
 
-fn in_pod_subnet(ip: Ipv4Addr) -> bool {
-    let Some((network, bits)) = node::POD_SUBNET.split_once('/') else {
+fn in_subnet(ip: Ipv4Addr, subnet: &str) -> bool {
+    let Some((network, bits)) = subnet.split_once('/') else {
         return false;
     };
     let (Ok(network), Ok(bits)) = (network.parse::<Ipv4Addr>(), bits.parse::<u32>()) else {
@@ -152,7 +154,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_loopback_and_the_node_pod_subnet_are_allowed() {
+    fn only_loopback_and_the_given_subnets_are_allowed() {
+        const REAL_NODE: &[&str] = &["10.88.0.0/24", "10.96.0.0/24"];
         for (target, want) in [
             ("127.0.0.1:6443", true),
             ("127.3.2.1:80", true),
@@ -160,12 +163,18 @@ mod tests {
             ("10.88.0.1:10250", true),
             ("10.88.0.57:8774", true),
             ("10.88.1.5:8774", false),
+            ("10.96.0.188:443", true),
             ("10.244.0.5:8774", false),
             ("192.168.1.1:443", false),
             ("8.8.8.8:53", false),
         ] {
-            assert_eq!(allowed(target).is_some(), want, "{target}");
+            assert_eq!(allowed(target, REAL_NODE).is_some(), want, "{target}");
         }
+        assert!(
+            allowed("10.88.0.1:10250", &[]).is_none(),
+            "kwok only: loopback only"
+        );
+        assert!(allowed("127.0.0.1:6443", &[]).is_some());
     }
 
     #[test]
@@ -189,7 +198,7 @@ mod tests {
         });
         let dir = std::env::temp_dir().join(format!("nova-egress-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let flag = apiserver_flag(&dir).unwrap();
+        let flag = apiserver_flag(&dir, &[]).unwrap();
         assert!(flag.ends_with("egress-selector.yaml"), "{flag}");
         let config = std::fs::read_to_string(dir.join("egress-selector.yaml")).unwrap();
         assert!(config.contains("udsName: "), "{config}");
