@@ -161,6 +161,14 @@ async fn apply_skips_repairs_refuses_adopts_prunes_and_deletes() {
     );
 
     // Another controller's object is refused with the spec's message; nobody's is adopted.
+    // Its owner exists: the garbage collector deletes a child of a missing owner, and a
+    // foreign ConfigMap gone before the apply would simply be created.
+    let mut someone_else = ConfigMap::default();
+    someone_else.metadata.name = Some("someone-else".into());
+    let someone_else = cms
+        .create(&PostParams::default(), &someone_else)
+        .await
+        .expect("someone-else");
     let mut foreign = ConfigMap::default();
     foreign.metadata.name = Some("foreign".into());
     foreign.metadata.owner_references = Some(vec![OwnerReference {
@@ -170,7 +178,7 @@ async fn apply_skips_repairs_refuses_adopts_prunes_and_deletes() {
             .clone()
             .map(|mut r| {
                 r.name = "someone-else".into();
-                r.uid = "00000000-0000-0000-0000-000000000001".into();
+                r.uid = someone_else.uid().expect("uid");
                 r
             })
             .expect("reference")
