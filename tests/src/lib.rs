@@ -23,6 +23,7 @@ pub mod helm;
 pub mod http;
 pub mod images;
 pub mod kwok;
+pub mod local_webhook;
 pub mod node;
 pub mod openstack;
 mod pki;

@@ -93,6 +93,15 @@ impl Component {
         }
         status
     }
+
+    /// SIGKILLs the process (no chance to drain: what a crash or an OOM kill looks like)
+    /// and reaps it.
+    pub fn kill(&mut self) -> io::Result<()> {
+        self.child.kill()?;
+        self.child.wait()?;
+        forget(&[self.pid]);
+        Ok(())
+    }
 }
 
 type SpawnRequest = (ChildSpec, mpsc::Sender<io::Result<Child>>);

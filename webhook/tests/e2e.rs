@@ -2,75 +2,26 @@
 //! and creates and updates through the real API server (as `kubectl apply` sends them) are
 //! defaulted and validated. Needs the control-plane binaries (`tests/build-control-plane.sh`).
 
-use std::net::TcpListener as StdListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use nova_test_harness::local_webhook::{
+    CertDir, LocalWebhook, example_named, nova_registration, nova_resource,
+};
 use nova_test_harness::{
-    Canary, CanaryExpectation, WebhookEndpoint, WebhookRegistration, register_webhooks, shared,
-    unregister_webhooks, wait_for_webhook,
+    Canary, CanaryExpectation, register_webhooks, shared, unregister_webhooks, wait_for_webhook,
 };
 use serde_json::{Value, json};
 
 const EXAMPLE_NOVA: &str = include_str!("../../examples/nova.yaml");
 const EXAMPLE_POOL: &str = include_str!("../../examples/novacompute.yaml");
-const GROUP: &str = "nova.openstack.c5c3.io";
-
-/// The webhook process, killed (by its own pid) when the test ends.
-struct Webhook(Child);
-
-impl Drop for Webhook {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn resource(kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: GROUP.into(),
-        version: "v1alpha1".into(),
-        api_version: format!("{GROUP}/v1alpha1"),
-        kind: kind.into(),
-        plural: plural.into(),
-    }
+    nova_resource(kind, plural)
 }
 
 fn example(yaml: &str, name: &str, ns: &str) -> Value {
-    let mut v: Value = serde_saphyr::from_str(yaml).unwrap();
-    v["metadata"] = json!({"name": name, "namespace": ns});
-    v
-}
-
-async fn wait_ready(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(mut s) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
-            let _ = s
-                .write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                .await;
-            let mut out = Vec::new();
-            let _ = s.read_to_end(&mut out).await;
-            if out.starts_with(b"HTTP/1.1 200") {
-                return;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "nova-webhook did not become ready"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    example_named(yaml, name, ns).unwrap()
 }
 
 fn denial(result: Result<DynamicObject, kube::Error>) -> String {
@@ -93,61 +44,19 @@ async fn the_api_server_defaults_and_validates_through_nova_webhook() {
 
     let dir = tempfile::tempdir().unwrap();
     let bundle = nova_certs::ServingBundle::generate("nova-webhook", &["127.0.0.1"]).unwrap();
-    bundle.write_to_dir(dir.path()).unwrap();
-    let (port, metrics_port) = (free_port(), free_port());
-    let _webhook = Webhook(
-        Command::new(env!("CARGO_BIN_EXE_nova-webhook"))
-            .arg(format!("--bind-address=127.0.0.1:{port}"))
-            .arg(format!("--metrics-bind-address=127.0.0.1:{metrics_port}"))
-            .arg(format!(
-                "--tls-cert-file={}",
-                dir.path().join("tls.crt").display()
-            ))
-            .arg(format!(
-                "--tls-private-key-file={}",
-                dir.path().join("tls.key").display()
-            ))
-            .arg(format!("--kubeconfig={}", cp.kubeconfig_path().display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("nova-webhook starts"),
-    );
-    wait_ready(metrics_port).await;
+    let certs = CertDir::new(dir.path(), &bundle.cert_pem, &bundle.key_pem).unwrap();
+    let webhook = LocalWebhook::start(
+        env!("CARGO_BIN_EXE_nova-webhook").as_ref(),
+        &certs,
+        5,
+        cp,
+        &ns,
+    )
+    .await
+    .expect("nova-webhook starts and is ready");
 
-    let endpoint = |name: &str, path: &str, plural: &str| {
-        WebhookEndpoint::new(name, path, GROUP, &["v1alpha1"], &[plural]).only_in_namespaces(&[&ns])
-    };
     let name = format!("nova-webhook-{ns}");
-    let registration = WebhookRegistration {
-        name: name.clone(),
-        url_base: format!("https://127.0.0.1:{port}"),
-        ca_bundle_pem: bundle.ca_pem.clone(),
-        mutating: vec![
-            endpoint(
-                "mnova.nova.openstack.c5c3.io",
-                "/mutate-nova-openstack-c5c3-io-v1alpha1-nova",
-                "novas",
-            ),
-            endpoint(
-                "mnovacompute.nova.openstack.c5c3.io",
-                "/mutate-nova-openstack-c5c3-io-v1alpha1-novacompute",
-                "novacomputes",
-            ),
-        ],
-        validating: vec![
-            endpoint(
-                "vnova.nova.openstack.c5c3.io",
-                "/validate-nova-openstack-c5c3-io-v1alpha1-nova",
-                "novas",
-            ),
-            endpoint(
-                "vnovacompute.nova.openstack.c5c3.io",
-                "/validate-nova-openstack-c5c3-io-v1alpha1-novacompute",
-                "novacomputes",
-            ),
-        ],
-    };
+    let registration = nova_registration(&name, &ns, &webhook.url_base(), &bundle.ca_pem);
     register_webhooks(&client, &registration)
         .await
         .expect("registration");
