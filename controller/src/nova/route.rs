@@ -46,15 +46,11 @@ pub struct Observed {
 
 async fn observe(pass: &NovaPass, step: RouteStep) -> Result<Observed, StepError> {
     let kind = kinds::http_route();
-    match capability::probe(&*pass.cluster, &kind).await {
-        Ok(true) => {}
-        Ok(false) => return Ok(Observed::default()),
-        Err(message) => {
-            return Ok(Observed {
-                probe_failed: Some(message),
-                ..Observed::default()
-            });
-        }
+    let gate = capability::unserved(&*pass.cluster, &kind, |o: &mut Observed| {
+        &mut o.probe_failed
+    });
+    if let Some(observed) = gate.await {
+        return Ok(observed);
     }
     let name = (step.route)(&pass.cr.name_any());
     let Some(live) = pass

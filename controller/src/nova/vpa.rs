@@ -34,15 +34,11 @@ pub fn run(pass: &NovaPass) -> StepFuture<'_, Nova> {
 
 async fn observe(pass: &NovaPass) -> Result<Observed, StepError> {
     let kind = kinds::vertical_pod_autoscaler();
-    match capability::probe(&*pass.cluster, &kind).await {
-        Ok(true) => {}
-        Ok(false) => return Ok(Observed::default()),
-        Err(message) => {
-            return Ok(Observed {
-                probe_failed: Some(message),
-                ..Observed::default()
-            });
-        }
+    let gate = capability::unserved(&*pass.cluster, &kind, |o: &mut Observed| {
+        &mut o.probe_failed
+    });
+    if let Some(observed) = gate.await {
+        return Ok(observed);
     }
     let controlled = pass
         .cluster

@@ -20,6 +20,25 @@ pub async fn probe(cluster: &dyn Cluster, kind: &ApiResource) -> Result<bool, St
     })
 }
 
+/// The gate the steps of an optional kind open their observation with: `None` when `cluster`
+/// serves `kind` (the step reads on), otherwise what the step observed: its default (the kind
+/// not served) or, when the probe failed, the default with `probe_failed` holding why.
+pub async fn unserved<O: Default>(
+    cluster: &dyn Cluster,
+    kind: &ApiResource,
+    probe_failed: fn(&mut O) -> &mut Option<String>,
+) -> Option<O> {
+    match probe(cluster, kind).await {
+        Ok(true) => None,
+        Ok(false) => Some(O::default()),
+        Err(message) => {
+            let mut observed = O::default();
+            *probe_failed(&mut observed) = Some(message);
+            Some(observed)
+        }
+    }
+}
+
 impl<C, S, R: Default> Plan<C, S, R> {
     /// The plan of a step whose capability probe failed: its condition False with
     /// `CapabilityProbeFailed`, and the step's error.
