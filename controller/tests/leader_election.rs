@@ -4,98 +4,19 @@
 
 mod nova_support;
 
-use std::process::Stdio;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
 use nova_api::v1alpha1::Nova;
+use nova_support::replica::Replica;
 use nova_support::*;
-use tokio::io::AsyncReadExt;
-use tokio::process::{Child, Command};
 
 const LEASE: &str = "nova-operator-test";
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-/// A controller process with its metrics port and its log file.
-struct Replica {
-    identity: &'static str,
-    child: Child,
-    metrics: u16,
-    log: std::path::PathBuf,
-}
-
-/// Starts a replica logging at debug level into a file (a pipe nobody drains would block it).
-fn spawn(
-    identity: &'static str,
-    kubeconfig: &std::path::Path,
-    ns: &str,
-    dir: &std::path::Path,
-) -> Replica {
-    let metrics = free_port();
-    let log = dir.join(format!("{identity}.log"));
-    let file = std::fs::File::create(&log).expect("log file");
-    let child = Command::new(env!("CARGO_BIN_EXE_nova-controller"))
-        .args([
-            "--kubeconfig",
-            &kubeconfig.display().to_string(),
-            "--namespace",
-            ns,
-        ])
-        .args(["--metrics-bind-address", &format!("127.0.0.1:{metrics}")])
-        .args([
-            "--health-probe-bind-address",
-            &format!("127.0.0.1:{}", free_port()),
-        ])
-        .args([
-            "--leader-election-namespace",
-            ns,
-            "--leader-election-id",
-            LEASE,
-        ])
-        .env("POD_NAME", identity)
-        .env("RUST_LOG", "debug")
-        .stdout(Stdio::from(file.try_clone().expect("log file")))
-        .stderr(Stdio::from(file))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start nova-controller");
-    Replica {
-        identity,
-        child,
-        metrics,
-        log,
-    }
-}
-
-/// The value of one un-labelled or summed metric on a replica, 0 when absent.
-async fn metric(port: u16, name: &str) -> f64 {
-    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
-        return 0.0;
-    };
-    let request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes())
-        .await
-        .is_err()
-    {
-        return 0.0;
-    }
-    let mut body = String::new();
-    let _ = stream.read_to_string(&mut body).await;
-    body.lines()
-        .filter(|l| {
-            l.starts_with(name)
-                && (l[name.len()..].starts_with(' ') || l[name.len()..].starts_with('{'))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+fn spawn(identity: &str, kubeconfig: &Path, ns: &str, dir: &Path) -> Replica {
+    Replica::start(identity, kubeconfig, ns, (ns, LEASE), dir, &[])
 }
 
 async fn holder(leases: &Api<Lease>) -> Option<String> {
@@ -106,12 +27,6 @@ async fn holder(leases: &Api<Lease>) -> Option<String> {
         .flatten()?
         .spec?
         .holder_identity
-}
-
-/// Kills a replica and returns everything it logged.
-async fn stop(mut replica: Replica) -> String {
-    let _ = replica.child.kill().await;
-    std::fs::read_to_string(&replica.log).expect("log")
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -148,23 +63,20 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
         standby.into_iter().next().expect("standby"),
     );
     let reconciled = "nova_operator_reconcile_duration_seconds_count";
-    assert!(
-        metric(lead.metrics, reconciled).await > 0.0,
-        "the leader reconciles"
-    );
-    assert_eq!(metric(lead.metrics, "nova_operator_leader").await, 1.0);
+    assert!(lead.metric(reconciled).await > 0.0, "the leader reconciles");
+    assert_eq!(lead.metric("nova_operator_leader").await, 1.0);
     assert_eq!(
-        metric(standby.metrics, reconciled).await,
+        standby.metric(reconciled).await,
         0.0,
         "the standby does not reconcile"
     );
-    assert_eq!(metric(standby.metrics, "nova_operator_leader").await, 0.0);
+    assert_eq!(standby.metric("nova_operator_leader").await, 0.0);
 
     // Kill the leader without letting it release the lease: the standby must wait it out.
     let killed = Instant::now();
-    let lead_log = stop(lead).await;
+    let lead_log = lead.kill().await;
     let deadline = Instant::now() + Duration::from_secs(45);
-    while metric(standby.metrics, "nova_operator_leader").await != 1.0 {
+    while standby.metric("nova_operator_leader").await != 1.0 {
         assert!(Instant::now() < deadline, "the standby never took over");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -174,10 +86,13 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
         standby.identity,
         takeover.as_secs_f64()
     );
-    assert_eq!(holder(&leases).await.as_deref(), Some(standby.identity));
+    assert_eq!(
+        holder(&leases).await.as_deref(),
+        Some(standby.identity.as_str())
+    );
 
     // The new leader reconciles: a touched Nova is processed by it.
-    let before = metric(standby.metrics, reconciled).await;
+    let before = standby.metric(reconciled).await;
     let touch = serde_json::json!({"metadata": {"annotations": {"test.nova/touch": "1"}}});
     novas
         .patch(
@@ -188,12 +103,12 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
         .await
         .expect("touch");
     let deadline = Instant::now() + TIMEOUT;
-    while metric(standby.metrics, reconciled).await <= before {
+    while standby.metric(reconciled).await <= before {
         assert!(Instant::now() < deadline, "the new leader never reconciled");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    let standby_log = stop(standby).await;
+    let standby_log = standby.kill().await;
     for log in [&lead_log, &standby_log] {
         assert!(
             log.contains("reconcile") || log.contains("leadership"),

@@ -17,6 +17,8 @@ use crate::node::{self, NodeTimings, Session};
 use crate::process::{self, ChildSpec, Component, Lifetime};
 use crate::{Error, Result, binaries, crds, egress, io_err, kube_err, kwok, pki};
 
+mod faults;
+
 /// The Service CIDR (`--service-cluster-ip-range`); pods on the real node route only it and
 /// the pod subnet.
 pub(crate) const SERVICE_CIDR: &str = "10.96.0.0/24";
@@ -306,18 +308,7 @@ impl ControlPlane {
         self.config = Some(config);
         let client = self.client()?;
 
-        self.wait("kube-apiserver /readyz", options.timeout, || {
-            let client = client.clone();
-            async move {
-                let req = hyper::Request::get("/readyz").body(Vec::new()).ok()?;
-                client
-                    .request_text(req)
-                    .await
-                    .ok()
-                    .filter(|b| b.trim() == "ok")
-            }
-        })
-        .await?;
+        self.wait_for_readyz(options.timeout).await?;
         self.timings.api_ready = started.elapsed();
 
         let files = crds::crd_files(&options.crd_dirs)?;
@@ -442,6 +433,24 @@ impl ControlPlane {
             }
         }
         Ok(())
+    }
+
+    /// Waits until kube-apiserver answers `/readyz` with ok.
+    pub(crate) async fn wait_for_readyz(&self, timeout: Duration) -> Result<()> {
+        let client = self.client()?;
+        self.wait("kube-apiserver /readyz", timeout, || {
+            let client = client.clone();
+            async move {
+                let req = hyper::Request::get("/readyz").body(Vec::new()).ok()?;
+                client
+                    .request_text(req)
+                    .await
+                    .ok()
+                    .filter(|b| b.trim() == "ok")
+                    .map(|_| ())
+            }
+        })
+        .await
     }
 
     /// Polls `probe` every 100 ms until it yields a value, failing early if a component dies.

@@ -81,6 +81,8 @@ pub(crate) struct Component {
     pub name: String,
     pub pid: u32,
     pub log: PathBuf,
+    /// How it was started, so a fault drill can start it again the same way.
+    pub spec: ChildSpec,
     child: Child,
 }
 
@@ -367,9 +369,10 @@ pub(crate) fn spawn(spec: ChildSpec) -> io::Result<Component> {
         r.pids.push(pid);
     }
     Ok(Component {
-        name: spec.name,
+        name: spec.name.clone(),
         pid,
-        log: spec.log,
+        log: spec.log.clone(),
+        spec,
         child,
     })
 }
@@ -397,7 +400,8 @@ pub(crate) fn kill_and_reap(pids: &[u32], grace: Duration) {
     }
 }
 
-fn signal(pid: u32, sig: libc::c_int) {
+/// Sends `sig` to one PID this process spawned.
+pub(crate) fn signal(pid: u32, sig: libc::c_int) {
     if let Ok(pid) = libc::pid_t::try_from(pid) {
         // SAFETY: kill on a PID we spawned (or recorded) ourselves.
         unsafe {

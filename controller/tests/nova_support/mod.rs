@@ -22,6 +22,7 @@ use serde_json::json;
 
 pub mod proof_nova;
 pub mod real;
+pub mod replica;
 
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 pub const API_DB_PASSWORD: &str = "api-db-Pa55:word/1";
@@ -82,6 +83,18 @@ pub async fn start_controller_probing(
     probe: std::net::SocketAddr,
 ) -> Metrics {
     start_controller_placing(client, ns, probe, None).await
+}
+
+/// Starts the Nova controller in-process over every namespace, once its caches synced; its
+/// API health probes connect to `probe`.
+pub async fn start_controller_everywhere(client: Client, probe: std::net::SocketAddr) -> Metrics {
+    let registry = Registry::default()
+        .register(nova::controller::kinds())
+        .probe_services_at(Some(probe));
+    start_on(client, None, registry, None, |c, m, cluster, o| {
+        nova::controller::run(c, m, cluster, o, futures::future::pending())
+    })
+    .await
 }
 
 /// Like [`start_controller_probing`], with the registered target clusters `targets`.
