@@ -16,11 +16,12 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use kube::core::PartialObjectMeta;
 use kube::runtime::watcher::{self, Event};
@@ -28,8 +29,10 @@ use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
 use nova_controller::clusters::kinds as external;
+use nova_support::replica::Replica;
 use nova_support::*;
 use nova_test_harness::ControlPlane;
+use serde_json::json;
 
 /// One drill at a time: each owns a control plane, and two at once would share 2 cores.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -124,7 +127,7 @@ impl Ledger {
         ledger
     }
 
-    /// How many children each of `namespaces` has so far.
+    /// How many children the Nova of `ns` has so far.
     fn children_in(&self, ns: &str) -> usize {
         self.uids.keys().filter(|(_, n, _)| n == ns).count()
     }
@@ -235,15 +238,18 @@ async fn wait_all_converged(client: &Client, namespaces: &[String]) {
     }
 }
 
+/// How many children each Nova of `namespaces` has so far.
+fn children_per_nova(ledger: &Mutex<Ledger>, namespaces: &[String]) -> Vec<usize> {
+    let ledger = ledger.lock().expect("ledger");
+    namespaces.iter().map(|ns| ledger.children_in(ns)).collect()
+}
+
 /// Waits until every namespace holds at least `children` Nova-owned children: the Novas are
 /// converging.
 async fn wait_mid_convergence(ledger: &Mutex<Ledger>, namespaces: &[String], children: usize) {
     let deadline = Instant::now() + TIMEOUT;
     loop {
-        let counts: Vec<usize> = {
-            let ledger = ledger.lock().expect("ledger");
-            namespaces.iter().map(|ns| ledger.children_in(ns)).collect()
-        };
+        let counts = children_per_nova(ledger, namespaces);
         if counts.iter().all(|c| *c >= children) {
             println!("children per Nova when the fault struck: {counts:?}");
             return;
@@ -323,4 +329,420 @@ async fn etcd_frozen_mid_convergence_loses_nothing() {
         cp
     })
     .await;
+}
+
+/// Server-side applies of Deployments: only the controller applies them here (the intruder
+/// patches, the controller-manager updates), so the count is the controller's writes.
+async fn deployment_applies(client: &Client) -> u64 {
+    requests(client, &["deployments"], &["APPLY"]).await
+}
+
+/// Waits until the Deployment `name` satisfies `check`; returns how long that took.
+async fn until_deployment(
+    deployments: &Api<Deployment>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&Deployment) -> bool,
+) -> Duration {
+    let started = Instant::now();
+    let deadline = started + TIMEOUT;
+    while !check(&deployments.get(name).await.expect("deployment")) {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    started.elapsed()
+}
+
+fn image(deployment: &Deployment) -> String {
+    deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|p| p.containers.first())
+        .and_then(|c| c.image.clone())
+        .unwrap_or_default()
+}
+
+fn replicas(deployment: &Deployment) -> Option<i32> {
+    deployment.spec.as_ref().and_then(|s| s.replicas)
+}
+
+const INTRUDER: &str = "drill-intruder";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_conflicting_writer_is_undone_without_fighting_an_unrelated_field() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (_cp, client, namespaces) = stage("drill-conflict", 1).await;
+    let ns = &namespaces[0];
+    let metrics = start_controller_everywhere(client.clone(), simulated_nova_api().await).await;
+    create_novas(&client, &namespaces).await;
+    wait_all_converged(&client, &namespaces).await;
+    let novas: Api<Nova> = Api::namespaced(client.clone(), ns);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let conductor = deployments.get("nova-conductor").await.expect("conductor");
+    let scheduler = deployments.get("nova-scheduler").await.expect("scheduler");
+    let (ours_image, ours_replicas) = (image(&conductor), replicas(&scheduler));
+    let intruder = PatchParams {
+        field_manager: Some(INTRUDER.into()),
+        ..PatchParams::default()
+    };
+
+    // Operator-owned fields, taken over by another manager: the image of a container and
+    // the replicas of a workload without an autoscaler.
+    let container = conductor
+        .spec
+        .as_ref()
+        .expect("spec")
+        .template
+        .spec
+        .as_ref()
+        .expect("pod")
+        .containers[0]
+        .name
+        .clone();
+    let applies = deployment_applies(&client).await;
+    deployments
+        .patch(
+            "nova-conductor",
+            &intruder,
+            &Patch::Strategic(json!({"spec": {"template": {"spec": {"containers": [
+                {"name": container, "image": "registry.example/intruder:1"}]}}}})),
+        )
+        .await
+        .expect("the intruder's image");
+    deployments
+        .patch(
+            "nova-scheduler",
+            &intruder,
+            &Patch::Merge(json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .expect("the intruder's replicas");
+    let image_back = until_deployment(
+        &deployments,
+        "nova-conductor",
+        "the image was never restored",
+        |d| image(d) == ours_image,
+    )
+    .await;
+    let replicas_back = until_deployment(
+        &deployments,
+        "nova-scheduler",
+        "the replicas were never restored",
+        |d| replicas(d) == ours_replicas,
+    )
+    .await;
+    println!(
+        "operator-owned fields restored: the image after {:.2}s, the replicas after {:.2}s, with {} applies",
+        image_back.as_secs_f64(),
+        replicas_back.as_secs_f64(),
+        deployment_applies(&client).await - applies
+    );
+
+    // Fields the operator does not set, owned by another manager: an annotation and
+    // minReadySeconds. The controller leaves them, and stops writing.
+    deployments
+        .patch(
+            "nova-conductor",
+            &intruder,
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"drill.nova/owner": INTRUDER}},
+                                 "spec": {"minReadySeconds": 5}}),
+            ),
+        )
+        .await
+        .expect("the intruder's unrelated fields");
+    wait_converged(&novas, "nova", || Ok(())).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let applies = deployment_applies(&client).await;
+    touch_five_times(&novas, "nova", "after-conflict", || passes(&metrics)).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let settled = deployment_applies(&client).await - applies;
+    let conductor = deployments.get("nova-conductor").await.expect("conductor");
+    println!("after the unrelated edit: {settled} Deployment applies over five passes");
+    assert_eq!(settled, 0, "the controller fights another manager's field");
+    assert_eq!(image(&conductor), ours_image);
+    assert_eq!(
+        conductor
+            .annotations()
+            .get("drill.nova/owner")
+            .map(String::as_str),
+        Some(INTRUDER),
+        "the unrelated annotation stays"
+    );
+    assert_eq!(
+        conductor.spec.as_ref().and_then(|s| s.min_ready_seconds),
+        Some(5),
+        "the unrelated field stays"
+    );
+    let children = assert_nothing_lost(&client, &Ledger::default().into(), &namespaces).await;
+    println!("drill-conflict: {children} children, none orphaned");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_burst_of_spec_edits_is_coalesced_into_few_passes() {
+    const EDITS: u64 = 20;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (_cp, client, namespaces) = stage("drill-burst", 1).await;
+    let metrics = start_controller_everywhere(client.clone(), simulated_nova_api().await).await;
+    create_novas(&client, &namespaces).await;
+    wait_all_converged(&client, &namespaces).await;
+    let novas: Api<Nova> = Api::namespaced(client.clone(), &namespaces[0]);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespaces[0]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let before = passes(&metrics);
+    let started = Instant::now();
+    let mut last = 0;
+    for i in 0..EDITS {
+        last = 1 + (i % 3) as i32;
+        novas
+            .patch(
+                "nova",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"conductor": {"deployment": {"replicas": last}}}})),
+            )
+            .await
+            .expect("edit");
+    }
+    let sent = started.elapsed();
+    until_deployment(
+        &deployments,
+        "nova-conductor",
+        "the last edit never reached the Deployment",
+        |d| replicas(d) == Some(last),
+    )
+    .await;
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let nova = novas.get("nova").await.expect("nova");
+        let observed = nova.status.as_ref().and_then(|s| s.observed_generation);
+        if observed == nova.metadata.generation {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the last generation was never observed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    wait_converged(&novas, "nova", || Ok(())).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let passes = passes(&metrics) - before;
+    println!(
+        "{EDITS} spec edits in {:.2}s were reconciled in {passes} passes",
+        sent.as_secs_f64()
+    );
+    assert!(passes >= 1, "the burst was reconciled");
+    assert!(
+        passes < EDITS,
+        "{passes} passes for {EDITS} edits: the burst was not coalesced"
+    );
+}
+
+/// The Lease the replicas of the leader drill compete for.
+const LEASE: &str = "nova-operator-drill";
+/// How often the leader drill kills the leader.
+const KILLS: usize = 3;
+
+/// What the sampler saw of leadership: the most replicas reporting themselves leader in one
+/// sample, and each holder the Lease named, in order.
+#[derive(Default)]
+struct Leadership {
+    live: Vec<(String, u16)>,
+    samples: usize,
+    most_leaders: usize,
+    holders: Vec<String>,
+}
+
+/// Samples every live replica's `nova_operator_leader` and the Lease's holder every 100 ms
+/// until `stop` is set.
+fn sample_leadership(
+    client: &Client,
+    seen: Arc<Mutex<Leadership>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    tokio::spawn(async move {
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let live = seen.lock().expect("leadership").live.clone();
+            let mut leaders = 0;
+            for (_, port) in &live {
+                if nova_support::replica::metric(*port, "nova_operator_leader").await == 1.0 {
+                    leaders += 1;
+                }
+            }
+            let holder = leases
+                .get_opt(LEASE)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|l| l.spec?.holder_identity);
+            {
+                let mut seen = seen.lock().expect("leadership");
+                seen.samples += 1;
+                seen.most_leaders = seen.most_leaders.max(leaders);
+                if let Some(holder) = holder
+                    && seen.holders.last() != Some(&holder)
+                {
+                    seen.holders.push(holder);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+}
+
+/// The index of the replica reporting itself leader, once one does.
+async fn leader_of(replicas: &[Replica]) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        for (i, replica) in replicas.iter().enumerate() {
+            if replica.metric("nova_operator_leader").await == 1.0 {
+                return i;
+            }
+        }
+        assert!(Instant::now() < deadline, "no replica took the lead");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_leader_killed_repeatedly_leaves_one_leader_and_each_job_created_once() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let began = Instant::now();
+    let (cp, client, namespaces) = stage("drill-leader", NOVAS).await;
+    let ledger = Ledger::follow(&client).await;
+    let logs = tempfile::tempdir().expect("log dir");
+    let extra = [
+        format!("--health-check-address={}", simulated_nova_api().await),
+        "--clusters-namespace=".to_owned(),
+    ];
+    let start = |i: usize| {
+        Replica::start(
+            &format!("replica-{i}"),
+            cp.kubeconfig_path(),
+            "",
+            ("default", LEASE),
+            logs.path(),
+            &extra,
+        )
+    };
+    let mut replicas: Vec<Replica> = (0..3).map(start).collect();
+    let seen = Arc::new(Mutex::new(Leadership {
+        live: replicas
+            .iter()
+            .map(|r| (r.identity.clone(), r.metrics))
+            .collect(),
+        ..Leadership::default()
+    }));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = sample_leadership(&client, seen.clone(), stop.clone());
+    create_novas(&client, &namespaces).await;
+
+    let mut killed = Vec::new();
+    let mut logged = Vec::new();
+    let mut struck = Instant::now();
+    for k in 0..KILLS {
+        let lead = leader_of(&replicas).await;
+        if k > 0 {
+            println!(
+                "{} took the lead {:.1}s after the kill",
+                replicas[lead].identity,
+                struck.elapsed().as_secs_f64()
+            );
+        }
+        // Kill it mid-convergence: once it created a child (or 10 s passed).
+        let before: usize = children_per_nova(&ledger, &namespaces).iter().sum();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while children_per_nova(&ledger, &namespaces)
+            .iter()
+            .sum::<usize>()
+            == before
+            && Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let leader = replicas.remove(lead);
+        seen.lock()
+            .expect("leadership")
+            .live
+            .retain(|(id, _)| id != &leader.identity);
+        killed.push(leader.identity.clone());
+        println!(
+            "killing {} with {:?} children per Nova",
+            leader.identity,
+            children_per_nova(&ledger, &namespaces)
+        );
+        struck = Instant::now();
+        logged.push(leader.kill().await);
+        let standby = start(3 + k);
+        seen.lock()
+            .expect("leadership")
+            .live
+            .push((standby.identity.clone(), standby.metrics));
+        replicas.push(standby);
+    }
+    let last = leader_of(&replicas).await;
+    println!(
+        "{} took the lead {:.1}s after the last kill",
+        replicas[last].identity,
+        struck.elapsed().as_secs_f64()
+    );
+    wait_all_converged(&client, &namespaces).await;
+    println!(
+        "every Nova converged {:.1}s after the last kill",
+        struck.elapsed().as_secs_f64()
+    );
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    sampler.await.expect("sampler");
+
+    let seen = std::mem::take(&mut *seen.lock().expect("leadership"));
+    println!(
+        "{} samples: at most {} replica(s) reported leading at once; Lease holders {:?}",
+        seen.samples, seen.most_leaders, seen.holders
+    );
+    assert_eq!(seen.most_leaders, 1, "two replicas led at once");
+    let mut expected = killed.clone();
+    expected.push(replicas[last].identity.clone());
+    assert_eq!(
+        seen.holders, expected,
+        "the Lease changed hands only at each kill"
+    );
+    let jobs: Vec<Key> = ledger
+        .lock()
+        .expect("ledger")
+        .uids
+        .keys()
+        .filter(|(kind, _, _)| kind == "Job")
+        .cloned()
+        .collect();
+    assert_eq!(
+        jobs.len(),
+        namespaces.len(),
+        "one db-sync Job per Nova: {jobs:?}"
+    );
+    let children = assert_nothing_lost(&client, &ledger, &namespaces).await;
+    for replica in replicas {
+        logged.push(replica.kill().await);
+    }
+    for log in &logged {
+        assert!(
+            log.matches("acquired leadership").count() <= 1,
+            "a replica acquired the lead twice"
+        );
+        for value in PLANTED {
+            assert!(
+                !log.contains(value),
+                "a replica logged a planted secret value"
+            );
+        }
+    }
+    println!(
+        "drill-leader: {KILLS} leaders killed, {} Novas with {children} children each and one Job each, none created twice; drill took {:.1}s",
+        namespaces.len(),
+        began.elapsed().as_secs_f64()
+    );
+    cp.check_alive().expect("every component runs");
 }
