@@ -698,13 +698,23 @@ pub async fn provide_database(client: &Client, ns: &str) {
                 let status = json!({"status": {"conditions": [{"type": "Ready", "status": "True",
                     "reason": "Created", "message": "simulated mariadb-operator: created",
                     "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
-                let _ = api
+                // Retried as its operator would requeue: the watch does not deliver the object
+                // again, so a write lost to an API server or etcd outage would never be redone.
+                let deadline = Instant::now() + TIMEOUT;
+                while let Err(e) = api
                     .patch_status(
                         &object.name_any(),
                         &PatchParams::default(),
-                        &Patch::Merge(status),
+                        &Patch::Merge(status.clone()),
                     )
-                    .await;
+                    .await
+                {
+                    let gone = matches!(&e, kube::Error::Api(s) if s.code == 404);
+                    if gone || Instant::now() >= deadline {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
             }
         });
     }
@@ -794,17 +804,28 @@ pub async fn wait_true(
             &nova.namespace().unwrap_or_default(),
         )
         .await;
-        let published = nova.status.is_some_and(|s| {
-            conditions.iter().all(|t| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == *t && c.status == "True")
+        let pending: Vec<String> = conditions
+            .iter()
+            .filter_map(|t| {
+                let c = nova
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.iter().find(|c| c.type_ == *t));
+                match c {
+                    Some(c) if c.status == "True" => None,
+                    Some(c) => Some(format!("{t}={} {}: {}", c.status, c.reason, c.message)),
+                    None => Some(format!("{t} absent")),
+                }
             })
-        });
-        if published {
+            .collect();
+        if pending.is_empty() {
             return;
         }
-        assert!(Instant::now() < deadline, "the Nova {name} never converged");
+        assert!(
+            Instant::now() < deadline,
+            "the Nova {}/{name} never converged: {pending:#?}",
+            nova.namespace().unwrap_or_default()
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
