@@ -7,6 +7,8 @@
 //! is never touched: its fields are resolved at reconcile time (`effective::db_archive`), so an
 //! unset field keeps tracking the operator default across upgrades.
 
+use serde::Serialize;
+
 use crate::effective::secret_keys;
 use crate::v1alpha1::{
     DEFAULT_CACHE_BACKEND, DatabaseSpec, DatabaseTLSMode, DeploymentSpec, LogFormat, LogLevel,
@@ -36,127 +38,337 @@ pub const DEFAULT_SERVICE_PROJECT: &str = "service";
 /// The domain of the service user and of its project.
 pub const DEFAULT_DOMAIN: &str = "Default";
 
-fn is_empty(value: &Option<String>) -> bool {
-    value.as_deref().is_none_or(str::is_empty)
+/// Where defaulting reports each change it makes, as it makes it, so that the defaulting
+/// webhook writes its JSON patch from the changes themselves instead of serializing the spec
+/// before and after and comparing the two (two thirds of a defaulting review's instructions).
+/// A path is the member names under `spec`, as serialized.
+pub trait Changes {
+    /// `value` was set at `path`: a member that was absent, null, empty or zero. An absent
+    /// block is reported once, whole, after its own defaults are filled in.
+    fn set<T: Serialize + ?Sized>(&mut self, path: &[&'static str], value: &T);
+    /// The member at `path` was removed.
+    fn removed(&mut self, path: &[&'static str]);
 }
 
-fn fill(value: &mut Option<String>, default: &str) {
-    if is_empty(value) {
+/// Changes nobody reads (the controller's render).
+impl Changes for () {
+    fn set<T: Serialize + ?Sized>(&mut self, _: &[&'static str], _: &T) {}
+    fn removed(&mut self, _: &[&'static str]) {}
+}
+
+/// The deepest block a default lies in (`spec.metadata.sharedSecretRef.key`).
+const MAX_DEPTH: usize = 4;
+
+/// The object being defaulted, as the changes inside it are reported: its path, and where the
+/// reports go (nowhere inside a block that is reported whole once filled).
+struct At<'c, C> {
+    changes: Option<&'c mut C>,
+    path: [&'static str; MAX_DEPTH],
+    depth: usize,
+}
+
+impl<'c, C: Changes> At<'c, C> {
+    fn spec(changes: &'c mut C) -> Self {
+        At {
+            changes: Some(changes),
+            path: [""; MAX_DEPTH],
+            depth: 0,
+        }
+    }
+
+    /// Member `key` of this object.
+    fn child(&mut self, key: &'static str) -> At<'_, C> {
+        let mut path = self.path;
+        path[self.depth] = key;
+        At {
+            changes: self.changes.as_deref_mut(),
+            path,
+            depth: self.depth + 1,
+        }
+    }
+
+    /// A block that is being created: what is filled into it is reported with it.
+    fn unreported(&self) -> At<'c, C> {
+        At {
+            changes: None,
+            path: self.path,
+            depth: self.depth,
+        }
+    }
+
+    fn set<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) {
+        if let Some(changes) = self.changes.as_deref_mut() {
+            let mut path = self.path;
+            path[self.depth] = key;
+            changes.set(&path[..=self.depth], value);
+        }
+    }
+
+    fn removed(&mut self, key: &'static str) {
+        if let Some(changes) = self.changes.as_deref_mut() {
+            let mut path = self.path;
+            path[self.depth] = key;
+            changes.removed(&path[..=self.depth]);
+        }
+    }
+}
+
+/// Fills the block at member `key`: a present one in place, each change reported; an absent one
+/// is created by `make`, filled, and then reported whole.
+fn block<T: Serialize, C: Changes>(
+    slot: &mut Option<T>,
+    at: &mut At<'_, C>,
+    key: &'static str,
+    make: impl FnOnce() -> T,
+    fill: impl FnOnce(&mut T, &mut At<'_, C>),
+) {
+    match slot {
+        Some(present) => fill(present, &mut at.child(key)),
+        None => {
+            let created = slot.insert(make());
+            fill(created, &mut at.unreported().child(key));
+            at.set(key, created);
+        }
+    }
+}
+
+/// Sets an absent member.
+fn or<T: Serialize + Copy, C: Changes>(
+    slot: &mut Option<T>,
+    at: &mut At<'_, C>,
+    key: &'static str,
+    default: T,
+) {
+    if slot.is_none() {
+        *slot = Some(default);
+        at.set(key, &default);
+    }
+}
+
+/// Sets an absent or empty string member.
+fn fill<C: Changes>(
+    value: &mut Option<String>,
+    at: &mut At<'_, C>,
+    key: &'static str,
+    default: &str,
+) {
+    if value.as_deref().is_none_or(str::is_empty) {
+        at.set(key, default);
         *value = Some(default.to_owned());
     }
 }
 
-fn fill_key(secret: &mut SecretRefSpec, default: &str) {
-    fill(&mut secret.key, default);
+fn fill_key<C: Changes>(secret: &mut SecretRefSpec, at: &mut At<'_, C>, default: &str) {
+    fill(&mut secret.key, at, "key", default);
 }
 
 /// Resolves a deployment block's replica count: an absent block is materialized with the
 /// block's own default, a count of zero takes the block's own default (the shared default
 /// would otherwise turn it into 3), and a present block without a count gets the shared
-/// default, exactly as the API server's schema default would have done.
-fn default_deployment(deployment: &mut Option<DeploymentSpec>, own_default: i32) {
-    let block = deployment.get_or_insert_with(|| DeploymentSpec {
+/// default, exactly as the API server's schema default would have done. `grace` is the
+/// block's own termination grace period, if it has one.
+fn default_deployment<C: Changes>(
+    deployment: &mut Option<DeploymentSpec>,
+    at: &mut At<'_, C>,
+    own_default: i32,
+    grace: Option<i64>,
+) {
+    let make = || DeploymentSpec {
         replicas: Some(own_default),
         ..DeploymentSpec::default()
+    };
+    block(deployment, at, "deployment", make, |block, at| {
+        match block.replicas {
+            Some(0) => {
+                block.replicas = Some(own_default);
+                at.set("replicas", &own_default);
+            }
+            None => or(&mut block.replicas, at, "replicas", SHARED_REPLICAS),
+            Some(_) => {}
+        }
+        if let Some(grace) = grace {
+            or(
+                &mut block.termination_grace_period_seconds,
+                at,
+                "terminationGracePeriodSeconds",
+                grace,
+            );
+        }
     });
-    match block.replicas {
-        Some(0) => block.replicas = Some(own_default),
-        None => block.replicas = Some(SHARED_REPLICAS),
-        Some(_) => {}
-    }
 }
 
-fn default_uwsgi(uwsgi: &mut Option<UWSGISpec>) {
-    let block = uwsgi.get_or_insert_with(UWSGISpec::default);
-    block.processes.get_or_insert(DEFAULT_UWSGI_PROCESSES);
-    block.threads.get_or_insert(DEFAULT_UWSGI_THREADS);
-    block.http_keep_alive.get_or_insert(true);
+fn default_uwsgi<C: Changes>(uwsgi: &mut Option<UWSGISpec>, at: &mut At<'_, C>) {
+    block(uwsgi, at, "uwsgi", UWSGISpec::default, |block, at| {
+        or(
+            &mut block.processes,
+            at,
+            "processes",
+            DEFAULT_UWSGI_PROCESSES,
+        );
+        or(&mut block.threads, at, "threads", DEFAULT_UWSGI_THREADS);
+        or(&mut block.http_keep_alive, at, "httpKeepAlive", true);
+    });
 }
 
-fn default_rpc_role(deployment: &mut Option<DeploymentSpec>, workers: &mut Option<i32>) {
-    default_deployment(deployment, SINGLE_REPLICA);
-    if let Some(block) = deployment.as_mut() {
-        block
-            .termination_grace_period_seconds
-            .get_or_insert(RPC_DRAIN_GRACE_SECONDS);
-    }
-    workers.get_or_insert(DEFAULT_WORKERS);
+/// The scheduler's and conductor's block: one replica, the RPC drain's grace period, workers.
+fn default_rpc_role<T: Serialize + Default, C: Changes>(
+    role: &mut Option<T>,
+    at: &mut At<'_, C>,
+    key: &'static str,
+    parts: impl FnOnce(&mut T) -> (&mut Option<DeploymentSpec>, &mut Option<i32>),
+) {
+    block(role, at, key, T::default, |role, at| {
+        let (deployment, workers) = parts(role);
+        default_deployment(
+            deployment,
+            at,
+            SINGLE_REPLICA,
+            Some(RPC_DRAIN_GRACE_SECONDS),
+        );
+        or(workers, at, "workers", DEFAULT_WORKERS);
+    });
 }
 
-fn default_database_tls(database: &mut DatabaseSpec) {
+fn default_database_tls<C: Changes>(database: &mut DatabaseSpec, at: &mut At<'_, C>) {
     if let Some(tls) = database.tls.as_mut() {
-        tls.mode.get_or_insert(DatabaseTLSMode::Require);
+        or(
+            &mut tls.mode,
+            &mut at.child("tls"),
+            "mode",
+            DatabaseTLSMode::Require,
+        );
     }
 }
 
-fn default_logging(logging: &mut Option<LoggingSpec>) {
-    let block = logging.get_or_insert_with(LoggingSpec::default);
-    block.format.get_or_insert(LogFormat::Text);
-    block.level.get_or_insert(LogLevel::Info);
-    block.debug.get_or_insert(false);
+fn default_logging<C: Changes>(logging: &mut Option<LoggingSpec>, at: &mut At<'_, C>) {
+    block(logging, at, "logging", LoggingSpec::default, |block, at| {
+        or(&mut block.format, at, "format", LogFormat::Text);
+        or(&mut block.level, at, "level", LogLevel::Info);
+        or(&mut block.debug, at, "debug", false);
+    });
 }
 
 /// Applies every Nova default in place.
 pub fn default_nova(spec: &mut NovaSpec) {
+    default_nova_reporting(spec, &mut ());
+}
+
+/// Applies every Nova default in place, reporting each change to `changes`.
+pub fn default_nova_reporting<C: Changes>(spec: &mut NovaSpec, changes: &mut C) {
+    let mut root = At::spec(changes);
+    let at = &mut root;
     // The block-specific replica defaults run before the shared one (inside
     // default_deployment), so an absent block gets its own count rather than 3.
-    let api = spec.api.get_or_insert_with(NovaAPISpec::default);
-    default_deployment(&mut api.deployment, SHARED_REPLICAS);
-    default_uwsgi(&mut api.uwsgi);
+    block(&mut spec.api, at, "api", NovaAPISpec::default, |api, at| {
+        default_deployment(&mut api.deployment, at, SHARED_REPLICAS, None);
+        default_uwsgi(&mut api.uwsgi, at);
+    });
 
-    default_deployment(&mut spec.metadata.deployment, SINGLE_REPLICA);
-    default_uwsgi(&mut spec.metadata.uwsgi);
+    let metadata = &mut at.child("metadata");
+    default_deployment(
+        &mut spec.metadata.deployment,
+        metadata,
+        SINGLE_REPLICA,
+        None,
+    );
+    default_uwsgi(&mut spec.metadata.uwsgi, metadata);
     fill_key(
         &mut spec.metadata.shared_secret_ref,
+        &mut metadata.child("sharedSecretRef"),
         secret_keys::METADATA_SHARED_SECRET,
     );
 
-    let scheduler = spec
-        .scheduler
-        .get_or_insert_with(NovaSchedulerSpec::default);
-    default_rpc_role(&mut scheduler.deployment, &mut scheduler.workers);
-    let conductor = spec
-        .conductor
-        .get_or_insert_with(NovaConductorSpec::default);
-    default_rpc_role(&mut conductor.deployment, &mut conductor.workers);
+    default_rpc_role(
+        &mut spec.scheduler,
+        at,
+        "scheduler",
+        |s: &mut NovaSchedulerSpec| (&mut s.deployment, &mut s.workers),
+    );
+    default_rpc_role(
+        &mut spec.conductor,
+        at,
+        "conductor",
+        |c: &mut NovaConductorSpec| (&mut c.deployment, &mut c.workers),
+    );
 
-    let console = spec
-        .console_proxy
-        .get_or_insert_with(NovaConsoleProxySpec::default);
-    if console.enabled.unwrap_or(true) {
-        default_deployment(&mut console.deployment, SINGLE_REPLICA);
-    } else {
-        // Removed in the same request that switches the proxy off, so a patch that sets only
-        // enabled: false is admitted past the console rule.
-        console.deployment = None;
-    }
+    block(
+        &mut spec.console_proxy,
+        at,
+        "consoleProxy",
+        NovaConsoleProxySpec::default,
+        |console, at| {
+            if console.enabled.unwrap_or(true) {
+                default_deployment(&mut console.deployment, at, SINGLE_REPLICA, None);
+            } else if console.deployment.take().is_some() {
+                // Removed in the same request that switches the proxy off, so a patch that
+                // sets only enabled: false is admitted past the console rule.
+                at.removed("deployment");
+            }
+        },
+    );
 
-    default_logging(&mut spec.logging);
+    default_logging(&mut spec.logging, at);
 
-    fill(&mut spec.cache.backend, DEFAULT_CACHE_BACKEND);
+    fill(
+        &mut spec.cache.backend,
+        &mut at.child("cache"),
+        "backend",
+        DEFAULT_CACHE_BACKEND,
+    );
 
     let user = &mut spec.service_user;
-    fill(&mut user.username, DEFAULT_SERVICE_USERNAME);
-    fill(&mut user.project_name, DEFAULT_SERVICE_PROJECT);
-    fill(&mut user.user_domain_name, DEFAULT_DOMAIN);
-    fill(&mut user.project_domain_name, DEFAULT_DOMAIN);
-    fill_key(&mut user.secret_ref, secret_keys::SERVICE_USER_PASSWORD);
+    let user_at = &mut at.child("serviceUser");
+    fill(
+        &mut user.username,
+        user_at,
+        "username",
+        DEFAULT_SERVICE_USERNAME,
+    );
+    fill(
+        &mut user.project_name,
+        user_at,
+        "projectName",
+        DEFAULT_SERVICE_PROJECT,
+    );
+    fill(
+        &mut user.user_domain_name,
+        user_at,
+        "userDomainName",
+        DEFAULT_DOMAIN,
+    );
+    fill(
+        &mut user.project_domain_name,
+        user_at,
+        "projectDomainName",
+        DEFAULT_DOMAIN,
+    );
+    fill_key(
+        &mut user.secret_ref,
+        &mut user_at.child("secretRef"),
+        secret_keys::SERVICE_USER_PASSWORD,
+    );
 
     if let Some(remote) = spec.remote_compute.as_mut() {
         fill_key(
             &mut remote.transport_url_secret_ref,
+            &mut at.child("remoteCompute").child("transportURLSecretRef"),
             secret_keys::TRANSPORT_URL,
         );
     }
 
-    default_database_tls(&mut spec.api_database);
-    default_database_tls(&mut spec.database);
+    default_database_tls(&mut spec.api_database, &mut at.child("apiDatabase"));
+    default_database_tls(&mut spec.database, &mut at.child("database"));
 }
 
 /// Applies every NovaCompute default in place: none. Every default is a schema default the API
 /// server applies or is resolved at render time; the mutating webhook stays registered so a
 /// future materialized default needs no new webhook configuration.
 pub fn default_novacompute(_spec: &mut NovaComputeSpec) {}
+
+/// [`default_novacompute`], reporting each change to `changes` (none).
+pub fn default_novacompute_reporting<C: Changes>(spec: &mut NovaComputeSpec, _changes: &mut C) {
+    default_novacompute(spec);
+}
 
 #[cfg(test)]
 mod tests {
@@ -529,6 +741,74 @@ mod tests {
             let once = defaulted(spec);
             let twice = defaulted(once.clone());
             assert_eq!(once, twice);
+        }
+    }
+
+    /// The reported changes, applied to the spec as serialized before defaulting.
+    struct Applied(serde_json::Value, usize);
+
+    impl Changes for Applied {
+        fn set<T: Serialize + ?Sized>(&mut self, path: &[&'static str], value: &T) {
+            self.1 += 1;
+            let (leaf, parents) = path.split_last().expect("a path");
+            let parent = parents.iter().fold(&mut self.0, |v, key| &mut v[*key]);
+            parent[*leaf] = serde_json::to_value(value).expect("serializes");
+        }
+
+        fn removed(&mut self, path: &[&'static str]) {
+            self.1 += 1;
+            let (leaf, parents) = path.split_last().expect("a path");
+            let parent = parents.iter().fold(&mut self.0, |v, key| &mut v[*key]);
+            parent
+                .as_object_mut()
+                .expect("an object")
+                .remove(*leaf)
+                .expect("present");
+        }
+    }
+
+    #[test]
+    fn every_change_is_reported_and_nothing_else() {
+        let mut off = example();
+        off.console_proxy = Some(NovaConsoleProxySpec {
+            enabled: Some(false),
+            deployment: Some(DeploymentSpec::default()),
+            ..Default::default()
+        });
+        let mut partial = example();
+        partial.metadata.deployment = Some(DeploymentSpec {
+            replicas: Some(0),
+            ..Default::default()
+        });
+        partial.scheduler = Some(NovaSchedulerSpec {
+            deployment: Some(DeploymentSpec::default()),
+            workers: Some(4),
+        });
+        partial.api = Some(NovaAPISpec {
+            deployment: None,
+            uwsgi: Some(UWSGISpec {
+                threads: Some(8),
+                ..Default::default()
+            }),
+        });
+        partial.service_user.username = Some(String::new());
+        partial.database.tls = Some(DatabaseTLSSpec::default());
+        partial.remote_compute = Some(NovaRemoteComputeSpec {
+            transport_url_secret_ref: secret("remote-url"),
+            ..Default::default()
+        });
+        for spec in [example(), off, partial] {
+            let mut applied = Applied(serde_json::to_value(&spec).expect("serializes"), 0);
+            let mut defaulted = spec;
+            default_nova_reporting(&mut defaulted, &mut applied);
+            assert_eq!(
+                applied.0,
+                serde_json::to_value(&defaulted).expect("serializes")
+            );
+            assert!(applied.1 > 0);
+            let mut again = Applied(applied.0.clone(), 0);
+            default_nova_reporting(&mut defaulted, &mut again);
+            assert_eq!(again.1, 0, "a defaulted spec reports nothing");
         }
     }
 

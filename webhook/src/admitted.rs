@@ -3,9 +3,8 @@
 //! this file is the only place that tells the two kinds apart.
 
 use kube::Resource;
-use nova_api::defaults::{default_nova, default_novacompute};
+use nova_api::defaults::{Changes, default_nova_reporting, default_novacompute_reporting};
 use nova_api::v1alpha1::{Nova, NovaCompute, NovaComputeSpec, NovaSpec};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::lookups::{Lookups, Needs, NovaRef};
@@ -21,10 +20,10 @@ pub trait Admitted: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync 
     const VALIDATE_PATH: &'static str;
 
     /// The spec the defaulting webhook patches.
-    type Spec: DeserializeOwned + Serialize + Clone + PartialEq;
+    type Spec: DeserializeOwned;
 
-    /// Applies the kind's defaults.
-    fn default_spec(spec: &mut Self::Spec);
+    /// Applies the kind's defaults, reporting each change.
+    fn default_spec<C: Changes>(spec: &mut Self::Spec, changes: &mut C);
 
     /// What validating this admission needs asked of the API server.
     fn needs(&self, old: Option<&Self>, op: Operation) -> Needs;
@@ -39,8 +38,8 @@ impl Admitted for Nova {
     const VALIDATE_PATH: &'static str = "/validate-nova-openstack-c5c3-io-v1alpha1-nova";
     type Spec = NovaSpec;
 
-    fn default_spec(spec: &mut NovaSpec) {
-        default_nova(spec);
+    fn default_spec<C: Changes>(spec: &mut NovaSpec, changes: &mut C) {
+        default_nova_reporting(spec, changes);
     }
 
     fn needs(&self, _old: Option<&Self>, _op: Operation) -> Needs {
@@ -61,8 +60,8 @@ impl Admitted for NovaCompute {
     const VALIDATE_PATH: &'static str = "/validate-nova-openstack-c5c3-io-v1alpha1-novacompute";
     type Spec = NovaComputeSpec;
 
-    fn default_spec(spec: &mut NovaComputeSpec) {
-        default_novacompute(spec);
+    fn default_spec<C: Changes>(spec: &mut NovaComputeSpec, changes: &mut C) {
+        default_novacompute_reporting(spec, changes);
     }
 
     fn needs(&self, old: Option<&Self>, op: Operation) -> Needs {

@@ -1,11 +1,13 @@
 //! A deterministic fuzz of the decode-default-validate path: thousands of randomly damaged
 //! reviews of both kinds through all four webhooks. None may panic, every AdmissionReview gets
-//! an answer with its uid, and every defaulting patch applies to the object it was made for.
+//! an answer with its uid, and every defaulting patch applies to the object it was made for and
+//! turns its spec into the spec defaulted.
 //!
 //! `NOVA_WEBHOOK_FUZZ_ITERATIONS=200000 cargo test -p nova-webhook --release --test robustness`
 //! runs it longer.
 
 use nova_api::v1alpha1::{Nova, NovaCompute};
+use nova_webhook::admitted::Admitted;
 use nova_webhook::review::{Offline, Webhook, handle};
 use serde_json::{Value, json};
 
@@ -133,6 +135,22 @@ fn review(kind: &str, operation: &str, object: &Value, old: Option<&Value>) -> V
     serde_json::to_vec(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})).unwrap()
 }
 
+/// The patched object's spec reads as the received spec defaulted: the patch carries every
+/// default the types apply, and nothing else.
+fn carries_every_default<K: Admitted>(i: usize, object: &Value, patched: &Value)
+where
+    K::Spec: PartialEq + std::fmt::Debug,
+{
+    let mut want: K::Spec = serde_json::from_value(object["spec"].clone())
+        .unwrap_or_else(|e| panic!("iteration {i}: a patched spec decoded: {e}"));
+    K::default_spec(&mut want, &mut ());
+    let got: K::Spec = serde_json::from_value(patched["spec"].clone())
+        .unwrap_or_else(|e| panic!("iteration {i}: the patched spec decodes: {e}"));
+    assert_eq!(got, want, "iteration {i}: {}", object["spec"]);
+}
+
+type Check = fn(usize, &Value, &Value);
+
 #[test]
 fn damaged_reviews_never_panic() {
     nova_webhook::catalog::init().unwrap();
@@ -145,6 +163,7 @@ fn damaged_reviews_never_panic() {
             [Webhook::mutate::<Nova>(), Webhook::validate::<Nova>()],
             "Nova",
             serde_saphyr::from_str::<Value>(EXAMPLE_NOVA).unwrap(),
+            carries_every_default::<Nova> as Check,
         ),
         (
             [
@@ -153,11 +172,12 @@ fn damaged_reviews_never_panic() {
             ],
             "NovaCompute",
             serde_saphyr::from_str::<Value>(EXAMPLE_POOL).unwrap(),
+            carries_every_default::<NovaCompute> as Check,
         ),
     ];
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     for i in 0..iterations {
-        let (webhooks, name, base) = &bases[i % 2];
+        let (webhooks, name, base, check) = &bases[i % 2];
         let mut object = base.clone();
         for _ in 0..=rng.below(4) {
             mutate(&mut object, &mut rng, 0);
@@ -188,6 +208,7 @@ fn damaged_reviews_never_panic() {
                         serde_json::to_string(&patch).unwrap_or_default()
                     )
                 });
+                check(i, &object, &patched);
             }
         }
         // Raw bytes: truncated and bit-flipped bodies.

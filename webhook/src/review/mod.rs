@@ -5,7 +5,6 @@
 //! A request that cannot be understood becomes an error response, never a panic.
 
 pub mod mutate;
-mod tape;
 pub mod validate;
 pub mod wire;
 

@@ -296,19 +296,19 @@ fn golden_defaulting_patches() {
         ops,
         json!([
             {"op": "add", "path": "/spec/api", "value": {"deployment": {"replicas": 3}, "uwsgi": {"httpKeepAlive": true, "processes": 2, "threads": 1}}},
-            {"op": "add", "path": "/spec/cache/backend", "value": "dogpile.cache.pymemcache"},
+            {"op": "add", "path": "/spec/metadata/deployment", "value": {"replicas": 1}},
+            {"op": "add", "path": "/spec/metadata/uwsgi", "value": {"httpKeepAlive": true, "processes": 2, "threads": 1}},
+            {"op": "add", "path": "/spec/metadata/sharedSecretRef/key", "value": "shared_secret"},
+            {"op": "add", "path": "/spec/scheduler", "value": {"deployment": {"replicas": 1, "terminationGracePeriodSeconds": 200}, "workers": 2}},
             {"op": "add", "path": "/spec/conductor", "value": {"deployment": {"replicas": 1, "terminationGracePeriodSeconds": 200}, "workers": 2}},
             {"op": "add", "path": "/spec/consoleProxy/deployment", "value": {"replicas": 1}},
             {"op": "add", "path": "/spec/logging", "value": {"debug": false, "format": "text", "level": "INFO"}},
-            {"op": "add", "path": "/spec/metadata/deployment", "value": {"replicas": 1}},
-            {"op": "add", "path": "/spec/metadata/sharedSecretRef/key", "value": "shared_secret"},
-            {"op": "add", "path": "/spec/metadata/uwsgi", "value": {"httpKeepAlive": true, "processes": 2, "threads": 1}},
-            {"op": "add", "path": "/spec/scheduler", "value": {"deployment": {"replicas": 1, "terminationGracePeriodSeconds": 200}, "workers": 2}},
-            {"op": "add", "path": "/spec/serviceUser/projectDomainName", "value": "Default"},
-            {"op": "add", "path": "/spec/serviceUser/projectName", "value": "service"},
-            {"op": "add", "path": "/spec/serviceUser/secretRef/key", "value": "password"},
-            {"op": "add", "path": "/spec/serviceUser/userDomainName", "value": "Default"},
+            {"op": "add", "path": "/spec/cache/backend", "value": "dogpile.cache.pymemcache"},
             {"op": "add", "path": "/spec/serviceUser/username", "value": "nova"},
+            {"op": "add", "path": "/spec/serviceUser/projectName", "value": "service"},
+            {"op": "add", "path": "/spec/serviceUser/userDomainName", "value": "Default"},
+            {"op": "add", "path": "/spec/serviceUser/projectDomainName", "value": "Default"},
+            {"op": "add", "path": "/spec/serviceUser/secretRef/key", "value": "password"},
         ])
     );
 
