@@ -144,6 +144,21 @@ struct Flags {
     /// cluster-local name: for a controller running outside the cluster it manages.
     #[arg(long, env = "NOVA_CONTROLLER_HEALTH_CHECK_ADDRESS")]
     health_check_address: Option<SocketAddr>,
+    /// `HOST:PORT=ADDRESS`: dial ADDRESS for the OpenStack calls to the Service HOST:PORT
+    /// (repeatable, or comma-separated): for a controller outside the cluster it manages.
+    #[arg(long = "service-route", env = "NOVA_CONTROLLER_SERVICE_ROUTES", value_delimiter = ',', value_parser = service_route)]
+    service_routes: Vec<(String, SocketAddr)>,
+}
+
+/// Parses one `HOST:PORT=ADDRESS` of `--service-route`.
+fn service_route(text: &str) -> Result<(String, SocketAddr), String> {
+    let (service, address) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not HOST:PORT=ADDRESS"))?;
+    let address = address
+        .parse()
+        .map_err(|e| format!("{address:?} is not an address: {e}"))?;
+    Ok((service.to_owned(), address))
 }
 
 /// The lease is renewed well inside this window; a standby takes over once it lapses.
@@ -188,7 +203,8 @@ async fn main() -> anyhow::Result<()> {
     let registry = Registry::default()
         .register(nova::controller::kinds())
         .register(novacompute::controller::kinds())
-        .probe_services_at(flags.health_check_address);
+        .probe_services_at(flags.health_check_address)
+        .route_services(flags.service_routes.iter().cloned().collect());
     let cluster = LocalCluster::start(client.clone(), scope.clone(), registry.clone()).await;
     {
         let (cluster, ready) = (cluster.clone(), ready.clone());

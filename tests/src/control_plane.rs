@@ -23,6 +23,19 @@ mod faults;
 /// the pod subnet.
 pub(crate) const SERVICE_CIDR: &str = "10.96.0.0/24";
 
+/// The Service range of a kwok-only control plane: room for the scale run's thousands of
+/// Services (three per Nova, twice over with the raw replay); nothing routes it.
+const KWOK_SERVICE_CIDR: &str = "10.96.0.0/16";
+
+/// The Service range: the real node's routed /24, or the kwok-only plane's /16.
+fn service_cidr(real_node: bool) -> &'static str {
+    if real_node {
+        SERVICE_CIDR
+    } else {
+        KWOK_SERVICE_CIDR
+    }
+}
+
 /// How to start a control plane. `Options::default()` is what [`shared`] uses.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -253,7 +266,10 @@ impl ControlPlane {
             format!("--service-account-issuer={}", self.server),
             format!("--service-account-key-file={}", path(&pki.sa_pub)),
             format!("--service-account-signing-key-file={}", path(&pki.sa_key)),
-            format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+            format!(
+                "--service-cluster-ip-range={}",
+                service_cidr(options.real_node)
+            ),
             "--authorization-mode=RBAC".into(),
             "--allow-privileged=true".into(),
             // This plugin taints new nodes not-ready until the node-lifecycle controller,

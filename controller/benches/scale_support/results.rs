@@ -1,0 +1,302 @@
+//! The results file: one section per N, rewritten by each run of that N (the other sections
+//! stay, each with the date and load of its own run).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::api_requests::{Counts, is_write};
+use super::controller_process::Usage;
+use super::raw_capacity::Raw;
+use super::webhook_burst::Burst;
+
+/// Everything one run measured.
+pub struct Run {
+    pub n: usize,
+    pub pools: usize,
+    pub nodes: usize,
+    pub started: String,
+    pub machine: String,
+    /// (phase, /proc/loadavg's three averages then).
+    pub loads: Vec<(String, String)>,
+    pub setup_seconds: f64,
+    /// Seconds from the controller's start until every Nova, then every pool, was Ready; None
+    /// when that did not happen within the time allowed.
+    pub novas_ready: Option<f64>,
+    pub pools_ready: Option<f64>,
+    pub timeout_seconds: u64,
+    /// What the not-yet-True conditions were waiting for when the wait ended.
+    pub waiting: Vec<(String, usize)>,
+    pub at_convergence: Usage,
+    pub at_end: Usage,
+    pub steady_cpu_seconds: f64,
+    pub steady_seconds: u64,
+    pub converging: Counts,
+    pub steady: Counts,
+    /// (sub-reconciler, runs, mean ms, p50 ms, p99 ms) at the end of the steady window.
+    pub reconciles: Vec<(String, u64, f64, f64, f64)>,
+    /// (sub-reconciler, condition, errors).
+    pub errors: Vec<(String, String, u64)>,
+    pub log_errors: Vec<String>,
+    pub log_error_count: usize,
+    pub log_warnings: usize,
+    pub raw: Raw,
+    pub parallelism: usize,
+    pub bursts: Option<(Burst, Burst)>,
+    pub burst_parallelism: usize,
+    pub double_calls: u64,
+}
+
+fn per(value: f64, n: usize) -> f64 {
+    value / n as f64
+}
+
+fn totals(counts: &Counts, n: usize) -> String {
+    let writes: f64 = counts
+        .iter()
+        .filter(|((v, _, _), _)| is_write(v))
+        .map(|(_, c)| c)
+        .sum();
+    let reads: f64 = counts
+        .iter()
+        .filter(|((v, _, _), _)| !is_write(v))
+        .map(|(_, c)| c)
+        .sum();
+    format!(
+        "{writes:.0} writes ({:.2}/Nova), {reads:.0} GET/LIST reads ({:.2}/Nova)",
+        per(writes, n),
+        per(reads, n)
+    )
+}
+
+fn table(out: &mut String, counts: &Counts, n: usize) {
+    let _ = writeln!(
+        out,
+        "\n| verb | resource | total | per Nova |\n| --- | --- | ---: | ---: |"
+    );
+    for ((verb, resource, subresource), count) in counts {
+        let resource = match subresource.as_str() {
+            "" => resource.clone(),
+            sub => format!("{resource}/{sub}"),
+        };
+        let _ = writeln!(
+            out,
+            "| {verb} | {resource} | {count:.0} | {:.2} |",
+            per(*count, n)
+        );
+    }
+}
+
+fn burst_line(out: &mut String, what: &str, b: &Burst) {
+    let server = b
+        .server_p99
+        .map_or("n/a".into(), |s| format!("{:.1} ms", s * 1000.0));
+    let _ = writeln!(
+        out,
+        "| {what} | {} | {:.1} s | {:.1} ms | {:.1} ms | {server} |",
+        b.creates,
+        b.elapsed.as_secs_f64(),
+        b.client_p50 * 1000.0,
+        b.client_p99 * 1000.0
+    );
+}
+
+/// The section of one run.
+pub fn render(run: &Run) -> String {
+    let mut out = String::new();
+    let n = run.n;
+    let converged = run.novas_ready.zip(run.pools_ready).map(|(a, b)| a.max(b));
+    let _ = writeln!(out, "## N = {n}\n");
+    let _ = writeln!(
+        out,
+        "Run {} on {}; {n} Novas, {} pools of 10 kwok nodes ({} nodes); controller concurrency {}, client QPS and burst at their defaults (20, 100).\n",
+        run.started, run.machine, run.pools, run.nodes, run.parallelism
+    );
+    let _ = writeln!(
+        out,
+        "Load average (1, 5, 15 min) by phase: {}.\n",
+        run.loads
+            .iter()
+            .map(|(p, l)| format!("{p} {l}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    let _ = writeln!(out, "| figure | value |\n| --- | --- |");
+    let _ = writeln!(
+        out,
+        "| set-up (inputs, nodes, Novas, pools created before the controller starts) | {:.1} s |",
+        run.setup_seconds
+    );
+    let show = |t: Option<f64>| {
+        t.map_or(format!("not within {} s", run.timeout_seconds), |t| {
+            format!("{t:.1} s")
+        })
+    };
+    let _ = writeln!(
+        out,
+        "| every Nova Ready (from the controller's start) | {} |",
+        show(run.novas_ready)
+    );
+    let _ = writeln!(out, "| every pool Ready | {} |", show(run.pools_ready));
+    let _ = writeln!(
+        out,
+        "| raw: {} owned objects created by a plain client, {} at once | {:.1} s |",
+        run.raw.objects,
+        run.parallelism,
+        run.raw.elapsed.as_secs_f64()
+    );
+    if let Some(c) = converged {
+        let _ = writeln!(
+            out,
+            "| convergence / raw (target < 1.5) | {:.1} |",
+            c / run.raw.elapsed.as_secs_f64()
+        );
+    }
+    let _ = writeln!(
+        out,
+        "| controller CPU while converging | {:.1} s |",
+        run.at_convergence.cpu_seconds
+    );
+    let _ = writeln!(
+        out,
+        "| controller CPU in the steady window ({} s) | {:.1} s |",
+        run.steady_seconds, run.steady_cpu_seconds
+    );
+    let _ = writeln!(
+        out,
+        "| controller peak RSS (VmHWM; target < 128 MiB at 1000) | {:.1} MiB |",
+        run.at_end.peak_rss_kib as f64 / 1024.0
+    );
+    let _ = writeln!(
+        out,
+        "| controller RSS at the end | {:.1} MiB |",
+        run.at_end.rss_kib as f64 / 1024.0
+    );
+    let _ = writeln!(out, "| converging | {} |", totals(&run.converging, n));
+    let _ = writeln!(
+        out,
+        "| steady window, {} s (target: 0 writes, 0 reads) | {} |",
+        run.steady_seconds,
+        totals(&run.steady, n)
+    );
+    let errors: u64 = run.errors.iter().map(|e| e.2).sum();
+    let _ = writeln!(
+        out,
+        "| reconcile errors (nova_operator_reconcile_errors_total) | {errors} |"
+    );
+    let _ = writeln!(
+        out,
+        "| controller log: ERROR / WARN lines | {} / {} |",
+        run.log_error_count, run.log_warnings
+    );
+    let _ = writeln!(
+        out,
+        "| SIMULATED OpenStack requests answered | {} |",
+        run.double_calls
+    );
+    if !run.waiting.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nStill waiting when the wait ended: {}.",
+            run.waiting
+                .iter()
+                .map(|(r, c)| format!("{r} x{c}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if let Some((without, with)) = &run.bursts {
+        let _ = writeln!(
+            out,
+            "\nWebhook at a burst of Nova creates, {} at once (controller stopped):\n",
+            run.burst_parallelism
+        );
+        let _ = writeln!(
+            out,
+            "| admission | creates | burst | client p50 | client p99 | API server p99 (POST novas, bucket-interpolated) |\n| --- | ---: | ---: | ---: | ---: | ---: |"
+        );
+        burst_line(&mut out, "no webhook", without);
+        burst_line(&mut out, "nova-webhook (mutate + validate)", with);
+        let _ = writeln!(
+            out,
+            "\nThe webhook adds {:.1} ms to the client-side p99 (target < 5 ms){}.",
+            (with.client_p99 - without.client_p99) * 1000.0,
+            match (with.server_p99, without.server_p99) {
+                (Some(a), Some(b)) =>
+                    format!(", {:.1} ms to the API server's p99", (a - b) * 1000.0),
+                _ => String::new(),
+            }
+        );
+    }
+    let _ = writeln!(out, "\nRequests while converging (per Nova = total / {n}):");
+    table(&mut out, &run.converging, n);
+    let _ = writeln!(out, "\nRequests in the steady window:");
+    table(&mut out, &run.steady, n);
+    let _ = writeln!(
+        out,
+        "\nReconcile durations (nova_operator_reconcile_duration_seconds, whole run):\n\n| sub-reconciler | runs | mean | p50 | p99 |\n| --- | ---: | ---: | ---: | ---: |"
+    );
+    for (sub, runs, mean, p50, p99) in &run.reconciles {
+        let _ = writeln!(
+            out,
+            "| {sub} | {runs} | {mean:.1} ms | {p50:.1} ms | {p99:.1} ms |"
+        );
+    }
+    if !run.errors.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nReconcile errors:\n\n| sub-reconciler | condition | errors |\n| --- | --- | ---: |"
+        );
+        for (sub, condition, count) in &run.errors {
+            let _ = writeln!(out, "| {sub} | {condition} | {count} |");
+        }
+    }
+    if !run.log_errors.is_empty() {
+        let _ = writeln!(out, "\nFirst distinct ERROR lines of the controller log:\n");
+        for line in &run.log_errors {
+            let _ = writeln!(out, "    {line}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\nObjects the raw client created, by kind: {}.",
+        run.raw
+            .kinds
+            .iter()
+            .map(|(k, c)| format!("{k} {c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    out
+}
+
+const HEADER: &str = "# Controller scale results\n\nWritten by `cargo bench -p nova-controller --bench scale` (`controller/benches/scale.rs`); each run rewrites the sections of the N it ran (`NOVA_SCALE_N`, a comma-separated list). The control plane is the test harness's (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok playing every node and pod); the controller is the release `nova-controller` binary in a child process, cluster-wide, with its defaults. The MariaDB operator, the Gateway and OpenStack (Keystone and the Nova API of every pool, answering from memory) are SIMULATED by the bench. Request counts are the API server's `apiserver_request_total` for the resources the operator reads and writes, WATCH left out, status subresources only for Nova and NovaCompute (the other status writes are the kube controllers', kwok's and the simulated operators'); the events row counts every component's events. Convergence is measured from the controller's start, with every Nova and pool already created.\n";
+
+fn marker(n: usize, end: bool) -> String {
+    format!("<!-- scale N={n}{} -->", if end { " end" } else { "" })
+}
+
+/// Replaces the section of `n` in `path` (creating the file), keeping the others.
+pub fn rewrite(path: &Path, n: usize, section: &str) {
+    let old = std::fs::read_to_string(path).unwrap_or_default();
+    let mut sections: std::collections::BTreeMap<usize, String> = Default::default();
+    let mut rest = old.as_str();
+    while let Some(start) = rest.find("<!-- scale N=") {
+        let after = &rest[start + "<!-- scale N=".len()..];
+        let Some(number) = after.split(' ').next().and_then(|t| t.parse().ok()) else {
+            break;
+        };
+        let end = marker(number, true);
+        let Some(stop) = rest.find(&end) else { break };
+        sections.insert(number, rest[start..stop + end.len()].to_owned());
+        rest = &rest[stop + end.len()..];
+    }
+    sections.insert(
+        n,
+        format!("{}\n{section}{}", marker(n, false), marker(n, true)),
+    );
+    let body: Vec<String> = sections.into_values().collect();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).expect("results directory");
+    }
+    std::fs::write(path, format!("{HEADER}\n{}\n", body.join("\n\n"))).expect("write results");
+}
