@@ -50,17 +50,20 @@ fn per(value: f64, n: usize) -> f64 {
     value / n as f64
 }
 
+/// Writes and reads, in total and per Nova (`+ 0.0`: an empty float sum is -0).
 fn totals(counts: &Counts, n: usize) -> String {
-    let writes: f64 = counts
+    let writes = counts
         .iter()
         .filter(|((v, _, _), _)| is_write(v))
         .map(|(_, c)| c)
-        .sum();
-    let reads: f64 = counts
+        .sum::<f64>()
+        + 0.0;
+    let reads = counts
         .iter()
         .filter(|((v, _, _), _)| !is_write(v))
         .map(|(_, c)| c)
-        .sum();
+        .sum::<f64>()
+        + 0.0;
     format!(
         "{writes:.0} writes ({:.2}/Nova), {reads:.0} GET/LIST reads ({:.2}/Nova)",
         per(writes, n),
