@@ -1,6 +1,7 @@
 //! nova-controller: the Nova and NovaCompute reconcile pipelines and the pure renderers they use.
 
 pub mod clusters;
+pub mod leadership;
 pub mod metrics;
 pub mod nova;
 pub mod novacompute;

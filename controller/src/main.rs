@@ -16,7 +16,7 @@ use nova_controller::clusters::{ABANDON_AFTER, Fleet, LocalCluster, Registry};
 use nova_controller::metrics::Metrics;
 use nova_controller::pipeline::{Stage, Step};
 use nova_controller::ratelimit::RateLimitLayer;
-use nova_controller::{nova, novacompute, offline};
+use nova_controller::{leadership, nova, novacompute, offline};
 use tokio::sync::watch;
 
 /// Log output format.
@@ -190,7 +190,13 @@ async fn main() -> anyhow::Result<()> {
         .install_default()
         .map_err(|_| anyhow::anyhow!("installing the rustls crypto provider failed"))?;
 
-    let client = client(&flags).await?;
+    let config = config(&flags).await?;
+    let client = ClientBuilder::try_from(config.clone())?
+        .with_layer(&RateLimitLayer::new(flags.client_qps, flags.client_burst))
+        .build();
+    // Leader election has a client of its own, outside the rate limit: a renewal queued behind
+    // a burst of reconcile requests could miss its deadline and end the lead.
+    let lease_client = Client::try_from(config)?;
     let scope = (!flags.namespace.is_empty()).then(|| flags.namespace.clone());
     probe_crds(&client, scope.as_deref()).await?;
     let metrics = Metrics::new().context("registering metrics")?;
@@ -277,15 +283,17 @@ async fn main() -> anyhow::Result<()> {
         controllers.await;
         return Ok(());
     }
-    let manager =
-        kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &flags.leader_election_id)
-            .with_namespace(lease_namespace(&flags))
-            .with_identity(hostname())
-            .with_duration(LEASE_DURATION_SECONDS)
-            .with_grace(LEASE_GRACE_SECONDS)
-            .build()
-            .await
-            .context("building the leader-election lease manager")?;
+    let manager = kube_lease_manager::LeaseManagerBuilder::new(
+        lease_client.clone(),
+        &flags.leader_election_id,
+    )
+    .with_namespace(lease_namespace(&flags))
+    .with_identity(hostname())
+    .with_duration(LEASE_DURATION_SECONDS)
+    .with_grace(LEASE_GRACE_SECONDS)
+    .build()
+    .await
+    .context("building the leader-election lease manager")?;
     let (mut leading, lease_task) = manager.watch().await;
     tracing::info!(lease = %flags.leader_election_id, "waiting for leadership");
     let mut stop = stop_rx.clone();
@@ -308,6 +316,16 @@ async fn main() -> anyhow::Result<()> {
         }
         leading
     };
+    // The lease manager keeps reporting the lead while its renewals fail: stop before the
+    // lease can lapse instead (see `leadership`).
+    let (lease_ns, identity) = (lease_namespace(&flags), hostname());
+    let lapsing = leadership::lapsing(
+        lease_client,
+        &lease_ns,
+        &flags.leader_election_id,
+        &identity,
+        std::time::Duration::from_secs(LEASE_DURATION_SECONDS),
+    );
     tokio::select! {
         _ = controllers => {
             tracing::info!("controllers stopped");
@@ -317,6 +335,12 @@ async fn main() -> anyhow::Result<()> {
             // Another replica may already reconcile: stop at once rather than race it.
             metrics.leader.set(0);
             anyhow::bail!("lost the leader-election lease; exiting so a standby takes over")
+        }
+        why = lapsing => {
+            metrics.leader.set(0);
+            anyhow::bail!(
+                "stopped leading before the lease could lapse ({why:?}: it was not renewed in time or another replica holds it); exiting so a standby takes over"
+            )
         }
     }
 }
@@ -403,8 +427,8 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-async fn client(flags: &Flags) -> anyhow::Result<Client> {
-    let config = match &flags.kubeconfig {
+async fn config(flags: &Flags) -> anyhow::Result<Config> {
+    Ok(match &flags.kubeconfig {
         Some(path) => {
             let kubeconfig = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -413,10 +437,7 @@ async fn client(flags: &Flags) -> anyhow::Result<Client> {
         None => Config::infer()
             .await
             .context("inferring the Kubernetes client configuration")?,
-    };
-    Ok(ClientBuilder::try_from(config)?
-        .with_layer(&RateLimitLayer::new(flags.client_qps, flags.client_burst))
-        .build())
+    })
 }
 
 /// Fails with an actionable message instead of crash-looping on watch errors; under

@@ -21,6 +21,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use kube::core::PartialObjectMeta;
@@ -562,17 +563,21 @@ const LEASE: &str = "nova-operator-drill";
 const KILLS: usize = 3;
 
 /// What the sampler saw of leadership: the most replicas reporting themselves leader in one
-/// sample, and each holder the Lease named, in order.
+/// sample, each holder the Lease named, in order, and every replica that still reported
+/// itself leader after its lease, as last read, had lapsed (a standby may take it then).
 #[derive(Default)]
 struct Leadership {
     live: Vec<(String, u16)>,
     samples: usize,
     most_leaders: usize,
     holders: Vec<String>,
+    /// The holder the Lease last named and when its lease lapses unless renewed.
+    lapses: Option<(String, Timestamp)>,
+    overstayed: BTreeSet<String>,
 }
 
-/// Samples every live replica's `nova_operator_leader` and the Lease's holder every 100 ms
-/// until `stop` is set.
+/// Samples every live replica's `nova_operator_leader` and the Lease every 100 ms until
+/// `stop` is set (a Lease read that fails, the API server being down, keeps the last one).
 fn sample_leadership(
     client: &Client,
     seen: Arc<Mutex<Leadership>>,
@@ -582,26 +587,41 @@ fn sample_leadership(
     tokio::spawn(async move {
         while !stop.load(std::sync::atomic::Ordering::SeqCst) {
             let live = seen.lock().expect("leadership").live.clone();
-            let mut leaders = 0;
-            for (_, port) in &live {
+            let mut leaders = Vec::new();
+            for (identity, port) in &live {
                 if nova_support::replica::metric(*port, "nova_operator_leader").await == 1.0 {
-                    leaders += 1;
+                    leaders.push(identity.clone());
                 }
             }
-            let holder = leases
+            let now = Timestamp::now();
+            let lease = leases
                 .get_opt(LEASE)
                 .await
                 .ok()
                 .flatten()
-                .and_then(|l| l.spec?.holder_identity);
+                .and_then(|l| l.spec);
             {
                 let mut seen = seen.lock().expect("leadership");
                 seen.samples += 1;
-                seen.most_leaders = seen.most_leaders.max(leaders);
-                if let Some(holder) = holder
-                    && seen.holders.last() != Some(&holder)
+                seen.most_leaders = seen.most_leaders.max(leaders.len());
+                if let Some(spec) = lease
+                    && let (Some(holder), Some(renewed), Some(duration)) = (
+                        spec.holder_identity,
+                        spec.renew_time,
+                        spec.lease_duration_seconds,
+                    )
                 {
-                    seen.holders.push(holder);
+                    if seen.holders.last() != Some(&holder) {
+                        seen.holders.push(holder.clone());
+                    }
+                    let lapses = renewed.0 + Duration::from_secs(duration.unsigned_abs().into());
+                    seen.lapses = Some((holder, lapses));
+                }
+                if let Some((holder, lapses)) = seen.lapses.clone()
+                    && now > lapses
+                    && leaders.contains(&holder)
+                {
+                    seen.overstayed.insert(holder);
                 }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -720,6 +740,11 @@ async fn the_leader_killed_repeatedly_leaves_one_leader_and_each_job_created_onc
         seen.samples, seen.most_leaders, seen.holders
     );
     assert_eq!(seen.most_leaders, 1, "two replicas led at once");
+    assert!(
+        seen.overstayed.is_empty(),
+        "led past the lease: {:?}",
+        seen.overstayed
+    );
     let mut expected = killed.clone();
     expected.push(replicas[last].identity.clone());
     assert_eq!(
@@ -760,5 +785,76 @@ async fn the_leader_killed_repeatedly_leaves_one_leader_and_each_job_created_onc
         namespaces.len(),
         began.elapsed().as_secs_f64()
     );
+    cp.check_alive().expect("every component runs");
+}
+
+/// The API server down longer than the lease: the leader cannot renew, so it must stop
+/// leading before its lease lapses (when a standby may take it), not once it can reach the
+/// API server again; one leader at any instant throughout.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_leader_cut_off_from_the_api_server_stops_leading_before_its_lease_lapses() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (cp, client, _) = stage("drill-lease", 0).await;
+    let logs = tempfile::tempdir().expect("log dir");
+    let extra = ["--clusters-namespace=".to_owned()];
+    let mut replicas: Vec<Replica> = (0..2)
+        .map(|i| {
+            Replica::start(
+                &format!("replica-{i}"),
+                cp.kubeconfig_path(),
+                "",
+                ("default", LEASE),
+                logs.path(),
+                &extra,
+            )
+        })
+        .collect();
+    let seen = Arc::new(Mutex::new(Leadership {
+        live: replicas
+            .iter()
+            .map(|r| (r.identity.clone(), r.metrics))
+            .collect(),
+        ..Leadership::default()
+    }));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = sample_leadership(&client, seen.clone(), stop.clone());
+    let first = leader_of(&replicas).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let outage = Duration::from_secs(20);
+    cp.restart_apiserver(outage, READY_TIMEOUT)
+        .await
+        .expect("restart the API server");
+    let back = Instant::now();
+    let next = leader_of(&replicas).await;
+    println!(
+        "API server down {}s; {} leads {:.1}s after it was back ({} led before)",
+        outage.as_secs(),
+        replicas[next].identity,
+        back.elapsed().as_secs_f64(),
+        replicas[first].identity
+    );
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    sampler.await.expect("sampler");
+    let seen = std::mem::take(&mut *seen.lock().expect("leadership"));
+    println!(
+        "{} samples: at most {} replica(s) reported leading at once; Lease holders {:?}",
+        seen.samples, seen.most_leaders, seen.holders
+    );
+    assert_eq!(seen.most_leaders, 1, "two replicas led at once");
+    assert!(
+        seen.overstayed.is_empty(),
+        "led past the lease: {:?}",
+        seen.overstayed
+    );
+    for replica in replicas.drain(..) {
+        let log = replica.kill().await;
+        for value in PLANTED {
+            assert!(
+                !log.contains(value),
+                "a replica logged a planted secret value"
+            );
+        }
+    }
     cp.check_alive().expect("every component runs");
 }
