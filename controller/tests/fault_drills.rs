@@ -16,7 +16,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -576,57 +576,147 @@ struct Leadership {
     overstayed: BTreeSet<String>,
 }
 
-/// Samples every live replica's `nova_operator_leader` and the Lease every 100 ms until
-/// `stop` is set (a Lease read that fails, the API server being down, keeps the last one).
-fn sample_leadership(
-    client: &Client,
+impl Leadership {
+    /// Records one sample: the replicas reporting the lead, and the Lease if it could be read
+    /// (the API server may be down: the last one read stands).
+    fn record(&mut self, leaders: &[String], lease: Option<LeaseSpec>, now: Timestamp) {
+        self.samples += 1;
+        self.most_leaders = self.most_leaders.max(leaders.len());
+        if let Some(spec) = lease
+            && let (Some(holder), Some(renewed), Some(duration)) = (
+                spec.holder_identity,
+                spec.renew_time,
+                spec.lease_duration_seconds,
+            )
+        {
+            if self.holders.last() != Some(&holder) {
+                self.holders.push(holder.clone());
+            }
+            let lapses = renewed.0 + Duration::from_secs(duration.unsigned_abs().into());
+            self.lapses = Some((holder, lapses));
+        }
+        if let Some((holder, lapses)) = &self.lapses
+            && now > *lapses
+            && leaders.contains(holder)
+        {
+            self.overstayed.insert(holder.clone());
+        }
+    }
+}
+
+/// Samples every live replica's `nova_operator_leader` and the Lease every 100 ms while a
+/// leadership drill runs.
+struct Sampler {
     seen: Arc<Mutex<Leadership>>,
     stop: Arc<std::sync::atomic::AtomicBool>,
-) -> tokio::task::JoinHandle<()> {
-    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
-    tokio::spawn(async move {
-        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-            let live = seen.lock().expect("leadership").live.clone();
-            let mut leaders = Vec::new();
-            for (identity, port) in &live {
-                if nova_support::replica::metric(*port, "nova_operator_leader").await == 1.0 {
-                    leaders.push(identity.clone());
-                }
-            }
-            let now = Timestamp::now();
-            let lease = leases
-                .get_opt(LEASE)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|l| l.spec);
-            {
-                let mut seen = seen.lock().expect("leadership");
-                seen.samples += 1;
-                seen.most_leaders = seen.most_leaders.max(leaders.len());
-                if let Some(spec) = lease
-                    && let (Some(holder), Some(renewed), Some(duration)) = (
-                        spec.holder_identity,
-                        spec.renew_time,
-                        spec.lease_duration_seconds,
-                    )
-                {
-                    if seen.holders.last() != Some(&holder) {
-                        seen.holders.push(holder.clone());
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Sampler {
+    fn start(client: &Client, replicas: &[Replica]) -> Self {
+        let seen = Arc::new(Mutex::new(Leadership::default()));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+        let task = {
+            let (seen, stop) = (seen.clone(), stop.clone());
+            tokio::spawn(async move {
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    let live = seen.lock().expect("leadership").live.clone();
+                    let mut leaders = Vec::new();
+                    for (identity, port) in live {
+                        if nova_support::replica::metric(port, "nova_operator_leader").await == 1.0
+                        {
+                            leaders.push(identity);
+                        }
                     }
-                    let lapses = renewed.0 + Duration::from_secs(duration.unsigned_abs().into());
-                    seen.lapses = Some((holder, lapses));
+                    let now = Timestamp::now();
+                    let lease = leases
+                        .get_opt(LEASE)
+                        .await
+                        .ok()
+                        .flatten()
+                        .and_then(|l| l.spec);
+                    seen.lock()
+                        .expect("leadership")
+                        .record(&leaders, lease, now);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                 }
-                if let Some((holder, lapses)) = seen.lapses.clone()
-                    && now > lapses
-                    && leaders.contains(&holder)
-                {
-                    seen.overstayed.insert(holder);
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            })
+        };
+        let sampler = Self { seen, stop, task };
+        for replica in replicas {
+            sampler.follow(replica);
         }
-    })
+        sampler
+    }
+
+    fn follow(&self, replica: &Replica) {
+        self.seen
+            .lock()
+            .expect("leadership")
+            .live
+            .push((replica.identity.clone(), replica.metrics));
+    }
+
+    /// Stops sampling `replica` (before it is killed: a dead replica reports nothing).
+    fn forget(&self, replica: &Replica) {
+        self.seen
+            .lock()
+            .expect("leadership")
+            .live
+            .retain(|(id, _)| id != &replica.identity);
+    }
+
+    /// Stops sampling and asserts one leader at any instant, and none leading past its lease;
+    /// returns what it saw.
+    async fn finish(self) -> Leadership {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.task.await.expect("sampler");
+        let seen = std::mem::take(&mut *self.seen.lock().expect("leadership"));
+        println!(
+            "{} samples: at most {} replica(s) reported leading at once; Lease holders {:?}",
+            seen.samples, seen.most_leaders, seen.holders
+        );
+        assert_eq!(seen.most_leaders, 1, "two replicas led at once");
+        assert!(
+            seen.overstayed.is_empty(),
+            "led past the lease: {:?}",
+            seen.overstayed
+        );
+        seen
+    }
+}
+
+/// Starts the replica `replica-<i>` of the leadership drills, logging into `dir`.
+fn replica(cp: &ControlPlane, i: usize, dir: &std::path::Path, extra: &[String]) -> Replica {
+    Replica::start(
+        &format!("replica-{i}"),
+        cp.kubeconfig_path(),
+        "",
+        ("default", LEASE),
+        dir,
+        extra,
+    )
+}
+
+/// Kills the replicas and checks their logs: each acquired the lead at most once, and none
+/// logged a planted secret value.
+async fn stop_replicas(replicas: Vec<Replica>, mut logged: Vec<String>) {
+    for replica in replicas {
+        logged.push(replica.kill().await);
+    }
+    for log in &logged {
+        assert!(
+            log.matches("acquired leadership").count() <= 1,
+            "a replica acquired the lead twice"
+        );
+        for value in PLANTED {
+            assert!(
+                !log.contains(value),
+                "a replica logged a planted secret value"
+            );
+        }
+    }
 }
 
 /// The index of the replica reporting itself leader, once one does.
@@ -654,26 +744,10 @@ async fn the_leader_killed_repeatedly_leaves_one_leader_and_each_job_created_onc
         format!("--health-check-address={}", simulated_nova_api().await),
         "--clusters-namespace=".to_owned(),
     ];
-    let start = |i: usize| {
-        Replica::start(
-            &format!("replica-{i}"),
-            cp.kubeconfig_path(),
-            "",
-            ("default", LEASE),
-            logs.path(),
-            &extra,
-        )
-    };
-    let mut replicas: Vec<Replica> = (0..3).map(start).collect();
-    let seen = Arc::new(Mutex::new(Leadership {
-        live: replicas
-            .iter()
-            .map(|r| (r.identity.clone(), r.metrics))
-            .collect(),
-        ..Leadership::default()
-    }));
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let sampler = sample_leadership(&client, seen.clone(), stop.clone());
+    let mut replicas: Vec<Replica> = (0..3)
+        .map(|i| replica(&cp, i, logs.path(), &extra))
+        .collect();
+    let sampler = Sampler::start(&client, &replicas);
     create_novas(&client, &namespaces).await;
 
     let mut killed = Vec::new();
@@ -701,10 +775,7 @@ async fn the_leader_killed_repeatedly_leaves_one_leader_and_each_job_created_onc
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
         let leader = replicas.remove(lead);
-        seen.lock()
-            .expect("leadership")
-            .live
-            .retain(|(id, _)| id != &leader.identity);
+        sampler.forget(&leader);
         killed.push(leader.identity.clone());
         println!(
             "killing {} with {:?} children per Nova",
@@ -713,11 +784,8 @@ async fn the_leader_killed_repeatedly_leaves_one_leader_and_each_job_created_onc
         );
         struck = Instant::now();
         logged.push(leader.kill().await);
-        let standby = start(3 + k);
-        seen.lock()
-            .expect("leadership")
-            .live
-            .push((standby.identity.clone(), standby.metrics));
+        let standby = replica(&cp, 3 + k, logs.path(), &extra);
+        sampler.follow(&standby);
         replicas.push(standby);
     }
     let last = leader_of(&replicas).await;
@@ -731,24 +799,10 @@ async fn the_leader_killed_repeatedly_leaves_one_leader_and_each_job_created_onc
         "every Nova converged {:.1}s after the last kill",
         struck.elapsed().as_secs_f64()
     );
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    sampler.await.expect("sampler");
-
-    let seen = std::mem::take(&mut *seen.lock().expect("leadership"));
-    println!(
-        "{} samples: at most {} replica(s) reported leading at once; Lease holders {:?}",
-        seen.samples, seen.most_leaders, seen.holders
-    );
-    assert_eq!(seen.most_leaders, 1, "two replicas led at once");
-    assert!(
-        seen.overstayed.is_empty(),
-        "led past the lease: {:?}",
-        seen.overstayed
-    );
-    let mut expected = killed.clone();
-    expected.push(replicas[last].identity.clone());
+    let seen = sampler.finish().await;
+    killed.push(replicas[last].identity.clone());
     assert_eq!(
-        seen.holders, expected,
+        seen.holders, killed,
         "the Lease changed hands only at each kill"
     );
     let jobs: Vec<Key> = ledger
@@ -765,21 +819,7 @@ async fn the_leader_killed_repeatedly_leaves_one_leader_and_each_job_created_onc
         "one db-sync Job per Nova: {jobs:?}"
     );
     let children = assert_nothing_lost(&client, &ledger, &namespaces).await;
-    for replica in replicas {
-        logged.push(replica.kill().await);
-    }
-    for log in &logged {
-        assert!(
-            log.matches("acquired leadership").count() <= 1,
-            "a replica acquired the lead twice"
-        );
-        for value in PLANTED {
-            assert!(
-                !log.contains(value),
-                "a replica logged a planted secret value"
-            );
-        }
-    }
+    stop_replicas(replicas, logged).await;
     println!(
         "drill-leader: {KILLS} leaders killed, {} Novas with {children} children each and one Job each, none created twice; drill took {:.1}s",
         namespaces.len(),
@@ -797,27 +837,10 @@ async fn a_leader_cut_off_from_the_api_server_stops_leading_before_its_lease_lap
     let (cp, client, _) = stage("drill-lease", 0).await;
     let logs = tempfile::tempdir().expect("log dir");
     let extra = ["--clusters-namespace=".to_owned()];
-    let mut replicas: Vec<Replica> = (0..2)
-        .map(|i| {
-            Replica::start(
-                &format!("replica-{i}"),
-                cp.kubeconfig_path(),
-                "",
-                ("default", LEASE),
-                logs.path(),
-                &extra,
-            )
-        })
+    let replicas: Vec<Replica> = (0..2)
+        .map(|i| replica(&cp, i, logs.path(), &extra))
         .collect();
-    let seen = Arc::new(Mutex::new(Leadership {
-        live: replicas
-            .iter()
-            .map(|r| (r.identity.clone(), r.metrics))
-            .collect(),
-        ..Leadership::default()
-    }));
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let sampler = sample_leadership(&client, seen.clone(), stop.clone());
+    let sampler = Sampler::start(&client, &replicas);
     let first = leader_of(&replicas).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
 
@@ -834,27 +857,7 @@ async fn a_leader_cut_off_from_the_api_server_stops_leading_before_its_lease_lap
         back.elapsed().as_secs_f64(),
         replicas[first].identity
     );
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    sampler.await.expect("sampler");
-    let seen = std::mem::take(&mut *seen.lock().expect("leadership"));
-    println!(
-        "{} samples: at most {} replica(s) reported leading at once; Lease holders {:?}",
-        seen.samples, seen.most_leaders, seen.holders
-    );
-    assert_eq!(seen.most_leaders, 1, "two replicas led at once");
-    assert!(
-        seen.overstayed.is_empty(),
-        "led past the lease: {:?}",
-        seen.overstayed
-    );
-    for replica in replicas.drain(..) {
-        let log = replica.kill().await;
-        for value in PLANTED {
-            assert!(
-                !log.contains(value),
-                "a replica logged a planted secret value"
-            );
-        }
-    }
+    sampler.finish().await;
+    stop_replicas(replicas, Vec::new()).await;
     cp.check_alive().expect("every component runs");
 }
