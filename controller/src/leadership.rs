@@ -87,17 +87,17 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
     fn lease(holder: Option<&str>, renewed: i64) -> Lease {
-        let mut lease = Lease::default();
-        lease.spec = Some(k8s_openapi::api::coordination::v1::LeaseSpec {
-            holder_identity: holder.map(str::to_owned),
-            acquire_time: Some(MicroTime(
-                Timestamp::from_second(renewed - 30).expect("time"),
-            )),
-            renew_time: Some(MicroTime(Timestamp::from_second(renewed).expect("time"))),
-            lease_duration_seconds: Some(15),
+        let at = |s| Some(MicroTime(Timestamp::from_second(s).expect("time")));
+        Lease {
+            spec: Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+                holder_identity: holder.map(str::to_owned),
+                acquire_time: at(renewed - 30),
+                renew_time: at(renewed),
+                lease_duration_seconds: Some(15),
+                ..Default::default()
+            }),
             ..Default::default()
-        });
-        lease
+        }
     }
 
     #[test]
