@@ -59,13 +59,7 @@ fn operators(sample: &Sample) -> bool {
 
 /// The API server's counts now.
 pub async fn snapshot(client: &Client) -> Counts {
-    let request = http::Request::get("/metrics")
-        .body(Vec::new())
-        .expect("request");
-    let text = client
-        .request_text(request)
-        .await
-        .expect("apiserver metrics");
+    let text = crate::nova_support::apiserver_metrics(client).await;
     let mut counts = Counts::new();
     for sample in samples(&text, "apiserver_request_total")
         .iter()

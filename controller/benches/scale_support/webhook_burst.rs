@@ -138,13 +138,7 @@ async fn start_webhook(client: &Client, kubeconfig: &Path, ns: &str, dir: &Path)
 
 /// The API server's POST novas duration histogram now.
 async fn create_histogram(client: &Client) -> Vec<(f64, f64)> {
-    let request = http::Request::get("/metrics")
-        .body(Vec::new())
-        .expect("request");
-    let text = client
-        .request_text(request)
-        .await
-        .expect("apiserver metrics");
+    let text = crate::nova_support::apiserver_metrics(client).await;
     prometheus::buckets(&text, "apiserver_request_duration_seconds", |s| {
         s.label("verb") == "POST" && s.label("resource") == "novas"
     })

@@ -497,16 +497,21 @@ pub const WRITTEN_RESOURCES: [&str; 11] = [
 /// Write verbs.
 pub const WRITE_VERBS: [&str; 5] = ["POST", "PUT", "PATCH", "APPLY", "DELETE"];
 
-/// The API server's request count (`apiserver_request_total`, summed) over the series whose
-/// labels pass `selected`.
-async fn request_total(client: &Client, selected: impl Fn(&str) -> bool) -> u64 {
+/// The API server's own metrics, as text.
+pub async fn apiserver_metrics(client: &Client) -> String {
     let request = http::Request::get("/metrics")
         .body(Vec::new())
         .expect("request");
-    let text = client
+    client
         .request_text(request)
         .await
-        .expect("apiserver metrics");
+        .expect("apiserver metrics")
+}
+
+/// The API server's request count (`apiserver_request_total`, summed) over the series whose
+/// labels pass `selected`.
+async fn request_total(client: &Client, selected: impl Fn(&str) -> bool) -> u64 {
+    let text = apiserver_metrics(client).await;
     text.lines()
         .filter(|l| l.starts_with("apiserver_request_total{") && selected(l))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
