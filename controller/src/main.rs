@@ -283,12 +283,14 @@ async fn main() -> anyhow::Result<()> {
         controllers.await;
         return Ok(());
     }
+    // One namespace and identity for the lease manager and the renewal deadline it is held to.
+    let (lease_ns, identity) = (lease_namespace(&flags), hostname());
     let manager = kube_lease_manager::LeaseManagerBuilder::new(
         lease_client.clone(),
         &flags.leader_election_id,
     )
-    .with_namespace(lease_namespace(&flags))
-    .with_identity(hostname())
+    .with_namespace(&lease_ns)
+    .with_identity(&identity)
     .with_duration(LEASE_DURATION_SECONDS)
     .with_grace(LEASE_GRACE_SECONDS)
     .build()
@@ -318,7 +320,6 @@ async fn main() -> anyhow::Result<()> {
     };
     // The lease manager keeps reporting the lead while its renewals fail: stop before the
     // lease can lapse instead (see `leadership`).
-    let (lease_ns, identity) = (lease_namespace(&flags), hostname());
     let lapsing = leadership::lapsing(
         lease_client,
         &lease_ns,
