@@ -436,6 +436,7 @@ async fn a_status_computed_from_a_stale_copy_is_refused() {
         persist(&novas, "nova", version.as_deref(), &empty, &first, "test")
             .await
             .expect("a write from the current copy")
+            .is_some()
     );
     // A second pass still on the creation's copy computes a status without that write.
     let mut second = empty.clone();

@@ -19,6 +19,7 @@ pub mod plan;
 pub mod runner;
 pub mod skeleton;
 pub mod status;
+pub mod superseded;
 
 use std::time::Duration;
 
@@ -32,6 +33,10 @@ use crate::clusters::ClusterError;
 
 /// After a finalizer add and after an upgrade phase transition.
 pub const REQUEUE_NEXT_PASS: Duration = Duration::from_secs(1);
+/// How soon a pass woken on a copy its own status write replaced looks again: the write's
+/// watch event normally reaches the cache within milliseconds, and status-only updates wake
+/// no pass by themselves.
+pub const REQUEUE_SUPERSEDED: Duration = Duration::from_millis(200);
 /// Deployment readiness and HTTPRoute acceptance polling.
 pub const REQUEUE_DEPLOYMENT_POLLING: Duration = Duration::from_secs(10);
 /// Store gate, credential gates, derived Secrets, an unresolvable target cluster.

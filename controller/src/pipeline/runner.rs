@@ -18,6 +18,7 @@ use super::Engine;
 use super::backoff::Backoff;
 use super::pass::Reconciled;
 use super::skeleton::{Context, error_policy, reconcile};
+use super::superseded::Superseded;
 use crate::clusters::{Clusters, Fleet, LocalCluster, Meta};
 use crate::metrics::Metrics;
 
@@ -51,6 +52,7 @@ pub fn context<K: Reconciled>(
         clusters: Arc::new(Clusters::new(cluster, options.targets.clone())),
         engine: Engine::new(metrics),
         backoff: Backoff::default(),
+        superseded: Superseded::default(),
         shared,
         client: client.clone(),
     })

@@ -27,7 +27,8 @@ use super::conditions;
 use super::engine::{Engine, PipelineError};
 use super::pass::{ConditionType, Pass, Reconciled};
 use super::plan::{EventNote, JobRecord, Verdict};
-use super::{Flow, REQUEUE_NEXT_PASS, REQUEUE_SECRET_POLLING};
+use super::superseded::Superseded;
+use super::{Flow, REQUEUE_NEXT_PASS, REQUEUE_SECRET_POLLING, REQUEUE_SUPERSEDED};
 use crate::clusters::{ClusterError, Clusters, FIELD_MANAGER, Teardown};
 
 /// The finalizer of a CR whose children live on a target cluster, shared across operators:
@@ -52,6 +53,8 @@ pub struct Context<K: Reconciled> {
     pub recorder: Recorder,
     /// The per-object failure back-off.
     pub backoff: Backoff<K>,
+    /// The cached copies this process's status writes replaced.
+    pub superseded: Superseded<K>,
     /// What the kind's controller shares with every pass.
     pub shared: Arc<K::Shared>,
 }
@@ -93,12 +96,21 @@ pub async fn reconcile<K: Reconciled>(
     cr: Arc<K>,
     ctx: Arc<Context<K>>,
 ) -> Result<Action, ReconcileError> {
+    let object = ObjectRef::from_obj(&*cr);
+    if ctx
+        .superseded
+        .is_superseded(&object, cr.resource_version().as_deref())
+    {
+        tracing::debug!("the cached copy predates this process's status write; waiting for it");
+        return Ok(Action::requeue(REQUEUE_SUPERSEDED));
+    }
     let namespace = cr.namespace().unwrap_or_default();
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &namespace);
     let has_finalizer = carries(&*cr, K::FINALIZER);
     if let Some(deleted) = &cr.meta().deletion_timestamp {
         if !has_finalizer && !carries(&*cr, REMOTE_CHILDREN) {
-            ctx.backoff.forget(&ObjectRef::from_obj(&*cr));
+            ctx.backoff.forget(&object);
+            ctx.superseded.forget(&object);
             return Ok(Action::await_change());
         }
         return tear_down(&ctx, &api, &cr, deleted).await;
@@ -199,7 +211,7 @@ async fn tear_down<K: Reconciled>(
         let status = pass
             .reported()
             .then(|| next_status(&**cr, pass.verdicts(), &pass.updates));
-        if let Flow::RequeueAfter(after) = settle(api, cr, outcome, status.as_ref()).await? {
+        if let Flow::RequeueAfter(after) = settle(ctx, api, cr, outcome, status.as_ref()).await? {
             return Ok(Action::requeue(after));
         }
     }
@@ -229,7 +241,9 @@ async fn release<K: Reconciled>(
         &cr.namespace().unwrap_or_default(),
         &cr.name_any(),
     );
-    ctx.backoff.forget(&ObjectRef::from_obj(&**cr));
+    let object = ObjectRef::from_obj(&**cr);
+    ctx.backoff.forget(&object);
+    ctx.superseded.forget(&object);
     Ok(Action::await_change())
 }
 
@@ -257,7 +271,7 @@ async fn finish<K: Reconciled>(
         &cr.name_any(),
         ready,
     );
-    let flow = settle(api, cr, outcome, Some(status)).await?;
+    let flow = settle(ctx, api, cr, outcome, Some(status)).await?;
     ctx.backoff.forget(&ObjectRef::from_obj(&**cr));
     Ok(match flow {
         Flow::Continue => Action::requeue(RESYNC),
@@ -268,6 +282,7 @@ async fn finish<K: Reconciled>(
 /// Writes `status` when there is one and it differs from the stored one, then settles the
 /// pass: its flow, or its failure (the pipeline's, the status write's, or both).
 async fn settle<K: Reconciled>(
+    ctx: &Context<K>,
     api: &Api<K>,
     cr: &Arc<K>,
     outcome: Result<Flow, PipelineError>,
@@ -276,16 +291,25 @@ async fn settle<K: Reconciled>(
     let written = match status {
         Some(status) => {
             let before = cr.status().cloned().unwrap_or_default();
+            let replaced = cr.resource_version();
             super::status::persist(
                 api,
                 &cr.name_any(),
-                cr.resource_version().as_deref(),
+                replaced.as_deref(),
                 &before,
                 status,
                 FIELD_MANAGER,
             )
             .await
-            .map(|_| ())
+            .map(|written| {
+                if let Some(written) = written {
+                    ctx.superseded.wrote(
+                        &ObjectRef::from_obj(&**cr),
+                        replaced.as_deref(),
+                        &written,
+                    );
+                }
+            })
         }
         None => Ok(()),
     };

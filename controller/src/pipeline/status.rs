@@ -8,7 +8,8 @@ use serde::de::DeserializeOwned;
 
 /// Writes `after` through server-side apply on `/status` under `manager` unless it equals
 /// `before`, so a pass that changed nothing causes no write, no watch event and no
-/// resourceVersion churn. Returns whether a write was issued.
+/// resourceVersion churn. Returns the written object's resourceVersion, None when no write
+/// was issued.
 ///
 /// The write carries `resource_version`, the version of the copy the pass computed `after`
 /// from, as a precondition: the whole status is applied, so a pass that ran on a cached copy
@@ -22,13 +23,13 @@ pub async fn persist<K, S>(
     before: &S,
     after: &S,
     manager: &str,
-) -> Result<bool, kube::Error>
+) -> Result<Option<String>, kube::Error>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
     S: Serialize + PartialEq,
 {
     if before == after {
-        return Ok(false);
+        return Ok(None);
     }
     let mut body = serde_json::json!({
         "apiVersion": K::api_version(&()),
@@ -38,13 +39,16 @@ where
     if let Some(version) = resource_version {
         body["metadata"] = serde_json::json!({ "resourceVersion": version });
     }
-    api.patch_status(
-        name,
-        &PatchParams::apply(manager).force(),
-        &Patch::Apply(body),
-    )
-    .await?;
-    Ok(true)
+    let written = api
+        .patch_status(
+            name,
+            &PatchParams::apply(manager).force(),
+            &Patch::Apply(body),
+        )
+        .await?;
+    Ok(Some(
+        written.meta().resource_version.clone().unwrap_or_default(),
+    ))
 }
 
 /// Whether a status write was refused because the pass's copy was stale: the fresher

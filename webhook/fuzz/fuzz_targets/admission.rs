@@ -2,8 +2,10 @@
 //! them: the defaulting webhook first, its patch applied to the object, then the validating
 //! webhook on the patched review. Decoding, defaulting and validation must answer, never panic;
 //! a patch must apply to the object it was computed for; and no input may take more than 10 ms
-//! of CPU (thread CPU time, so a preempted run on a busy machine does not count). The Offline
-//! resolver answers the API lookups.
+//! of CPU (thread CPU time, so a preempted run on a busy machine does not count). A hang is a
+//! property of the input and repeats; a page-fault storm or a stall of the host does not, so
+//! an input over the budget is run twice more and fails only if it is over every time. The
+//! Offline resolver answers the API lookups.
 
 #![no_main]
 
@@ -15,6 +17,8 @@ use nova_webhook::review::{Handled, Offline, Webhook, handle};
 use serde_json::Value;
 
 const BUDGET: Duration = Duration::from_millis(10);
+/// How often an input is run before it counts as over the budget.
+const TRIES: usize = 3;
 
 fn thread_cpu() -> Duration {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -38,7 +42,8 @@ fn patched(body: &[u8], mutated: &Handled) -> Option<Vec<u8>> {
     serde_json::to_vec(&review).ok()
 }
 
-fuzz_target!(|body: &[u8]| {
+/// The thread CPU time one mutate-then-validate of both kinds takes on `body`.
+fn admit(body: &[u8]) -> Duration {
     let started = thread_cpu();
     for (mutate, validate) in [
         (Webhook::mutate::<Nova>(), Webhook::validate::<Nova>()),
@@ -50,6 +55,16 @@ fuzz_target!(|body: &[u8]| {
             None => run(validate, body),
         };
     }
-    let spent = thread_cpu() - started;
-    assert!(spent < BUDGET, "one input took {spent:?} of CPU");
+    thread_cpu() - started
+}
+
+fuzz_target!(|body: &[u8]| {
+    let spent: Vec<Duration> = (0..TRIES)
+        .map(|_| admit(body))
+        .take_while(|spent| *spent >= BUDGET)
+        .collect();
+    assert!(
+        spent.len() < TRIES,
+        "one input took {spent:?} of CPU, over {BUDGET:?} every time"
+    );
 });
