@@ -5,6 +5,7 @@
 //! A request that cannot be understood becomes an error response, never a panic.
 
 pub mod mutate;
+mod tracked;
 pub mod validate;
 pub mod wire;
 
@@ -26,6 +27,12 @@ pub enum Verb {
 
 type Run = for<'a> fn(&'a Review<'a>, &'a dyn Resolver) -> BoxFuture<'a, Response>;
 
+/// A webhook's single pass: the review decoded with its object, when the webhook can answer
+/// from that alone; `None` sends the body down the general path (the object kept raw), which
+/// answers whatever the single pass does not: a body that is no review, an object that does
+/// not decode (named field by field there), a request without its kind.
+type Direct = for<'a> fn(Webhook, &'a [u8], &'a dyn Resolver) -> BoxFuture<'a, Option<Handled>>;
+
 /// One of the four webhooks: a verb on a kind, at its path.
 #[derive(Clone, Copy)]
 pub struct Webhook {
@@ -36,6 +43,7 @@ pub struct Webhook {
     /// The HTTP path: `/<mutate|validate>-nova-openstack-c5c3-io-v1alpha1-<kind>`.
     pub path: &'static str,
     run: Run,
+    direct: Direct,
 }
 
 impl Webhook {
@@ -54,6 +62,7 @@ impl Webhook {
             kind: K::KIND,
             path: K::MUTATE_PATH,
             run: run_mutate::<K>,
+            direct: direct_mutate::<K>,
         }
     }
 
@@ -64,6 +73,7 @@ impl Webhook {
             kind: K::KIND,
             path: K::VALIDATE_PATH,
             run: run_validate::<K>,
+            direct: direct_validate::<K>,
         }
     }
 }
@@ -85,6 +95,35 @@ fn run_mutate<'a, K: Admitted>(
     _: &'a dyn Resolver,
 ) -> BoxFuture<'a, Response> {
     Box::pin(std::future::ready(mutate::mutate::<K>(review)))
+}
+
+/// The defaulting webhook in one pass: the spec decoded with the review.
+fn direct_mutate<'a, K: Admitted>(
+    webhook: Webhook,
+    body: &'a [u8],
+    _: &'a dyn Resolver,
+) -> BoxFuture<'a, Option<Handled>> {
+    Box::pin(std::future::ready(
+        wire::parse_as::<mutate::Received<'_, K::Spec>>(body)
+            .ok()
+            .and_then(|mut review| {
+                let resp = mutate::mutate_received::<K>(&mut review)?;
+                Some(handled(webhook, &review, resp))
+            }),
+    ))
+}
+
+/// The validating webhook in one pass: the object decoded with the review.
+fn direct_validate<'a, K: Admitted>(
+    webhook: Webhook,
+    body: &'a [u8],
+    resolver: &'a dyn Resolver,
+) -> BoxFuture<'a, Option<Handled>> {
+    Box::pin(async move {
+        let mut review = wire::parse_as::<Box<K>>(body).ok()?;
+        let resp = validate::validate_decoded::<K>(&mut review, resolver).await?;
+        Some(handled(webhook, &review, resp))
+    })
 }
 
 fn run_validate<'a, K: Admitted>(
@@ -109,6 +148,9 @@ pub struct Handled {
 /// Runs a webhook on a raw body. A body that is not an AdmissionReview is answered with 400
 /// and a plain message.
 pub async fn handle(webhook: Webhook, body: &[u8], resolver: &dyn Resolver) -> Handled {
+    if let Some(handled) = (webhook.direct)(webhook, body, resolver).await {
+        return handled;
+    }
     let review = match parse(body) {
         Ok(r) => r,
         Err(e) => {
@@ -121,19 +163,24 @@ pub async fn handle(webhook: Webhook, body: &[u8], resolver: &dyn Resolver) -> H
         }
     };
     let resp = (webhook.run)(&review, resolver).await;
+    handled(webhook, &review, resp)
+}
+
+/// The answer to a review: the response in its envelope, traced.
+fn handled<O>(webhook: Webhook, review: &Review<'_, O>, resp: Response) -> Handled {
     trace_verdict(webhook, &review.request, &resp);
     Handled {
         status: 200,
         body: envelope_bytes(&review.api_version, &resp),
         response: Some(resp),
-        operation: review.request.operation.into_owned(),
+        operation: review.request.operation.clone().into_owned(),
     }
 }
 
 /// The request's one span, opened once the verdict is known so that its level can follow it:
 /// info for a denial, debug for an admission (a busy cluster admits thousands a minute). It
 /// carries what an operator greps for, never a field value.
-fn trace_verdict(webhook: Webhook, req: &wire::Request<'_>, resp: &Response) {
+fn trace_verdict<O>(webhook: Webhook, req: &wire::Request<'_, O>, resp: &Response) {
     macro_rules! verdict_span {
         ($level:expr) => {{
             let span = tracing::span!(

@@ -11,23 +11,55 @@ use crate::field::{Status, aggregate};
 use crate::lookups::{Lookups, Resolver};
 use crate::validation::Operation;
 
-/// Runs the validating webhook of `K` on a review.
+/// Runs the validating webhook of `K` on a review whose object is raw.
 pub async fn validate<K: Admitted>(review: &Review<'_>, resolver: &dyn Resolver) -> Response {
     let req = &review.request;
-    let uid = &*req.uid;
     let (op, object) = match wire::admissible(req, K::KIND) {
         Err(resp) => return *resp,
-        Ok(None) => return Response::allow(uid),
+        Ok(None) => return Response::allow(&req.uid),
         Ok(Some(found)) => found,
     };
     let old_raw = wire::old_object(req, op);
     if deletion_bypass(op, object, old_raw) {
-        return Response::allow(uid);
+        return Response::allow(&req.uid);
     }
-    let mut new: Box<K> = match decode(object.get()) {
+    let new: Box<K> = match decode(object.get()) {
         Ok(v) => v,
         Err(why) => return undecodable::<K>(req, object, why),
     };
+    validated(req, op, new, old_raw, resolver).await
+}
+
+/// Runs the validating webhook of `K` on a review decoded with its object (one pass over the
+/// body). `None` for a request without its kind, which only the raw object's own apiVersion
+/// and kind answer, and for an object being deleted, whose bypass compares the raw specs.
+pub async fn validate_decoded<K: Admitted>(
+    review: &mut Review<'_, Box<K>>,
+    resolver: &dyn Resolver,
+) -> Option<Response> {
+    let req = &mut review.request;
+    let op = match wire::admissible_as(req, req.kind.as_ref()?, K::KIND) {
+        Err(resp) => return Some(*resp),
+        Ok(None) => return Some(Response::allow(&req.uid)),
+        Ok(Some((op, _))) => op,
+    };
+    let new = req.object.take()?;
+    if new.meta().deletion_timestamp.is_some() {
+        return None;
+    }
+    let old_raw = wire::old_object(req, op);
+    Some(validated(req, op, new, old_raw, resolver).await)
+}
+
+/// Validates a decoded object: the stored one decoded, the lookups resolved, every rule.
+async fn validated<K: Admitted, O>(
+    req: &Request<'_, O>,
+    op: Operation,
+    mut new: Box<K>,
+    old_raw: Option<&RawValue>,
+    resolver: &dyn Resolver,
+) -> Response {
+    let uid = &*req.uid;
     let old: Option<Box<K>> = match old_raw.map(|v| decode(v.get())).transpose() {
         Ok(v) => v,
         Err(why) => return undecodable_stored::<K>(uid, why),

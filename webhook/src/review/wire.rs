@@ -40,10 +40,12 @@ pub struct Gvk<'a> {
 }
 
 /// The part of `AdmissionRequest` the webhooks read, borrowed from the body: strings without
-/// escapes and both objects are slices of it, not copies.
+/// escapes and both objects are slices of it, not copies. The new object is kept raw unless
+/// a webhook decodes it with the review (`O`, see [`parse_as`]).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Request<'a> {
+#[serde(bound(deserialize = "O: Deserialize<'de>"))]
+pub struct Request<'a, O = &'a RawValue> {
     /// Echoed in the response.
     #[serde(borrow)]
     pub uid: Cow<'a, str>,
@@ -59,9 +61,9 @@ pub struct Request<'a> {
     /// CREATE, UPDATE, DELETE or CONNECT.
     #[serde(default, borrow)]
     pub operation: Cow<'a, str>,
-    /// The new object, kept raw: it is decoded once, straight into its kind.
-    #[serde(default, borrow)]
-    pub object: Option<&'a RawValue>,
+    /// The new object: raw, decoded once later straight into its kind, or already decoded.
+    #[serde(default)]
+    pub object: Option<O>,
     /// The stored object on UPDATE, kept raw.
     #[serde(default, borrow)]
     pub old_object: Option<&'a RawValue>,
@@ -69,11 +71,12 @@ pub struct Request<'a> {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ReviewIn<'a> {
+#[serde(bound(deserialize = "O: Deserialize<'de>"))]
+struct ReviewIn<'a, O> {
     #[serde(default, borrow)]
     api_version: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
-    request: Option<Request<'a>>,
+    request: Option<Request<'a, O>>,
 }
 
 /// Why a body is not an AdmissionReview at all (answered with HTTP 400).
@@ -89,17 +92,28 @@ pub enum ReviewError {
 
 /// A decoded review, borrowed from its body.
 #[derive(Clone, Debug)]
-pub struct Review<'a> {
+pub struct Review<'a, O = &'a RawValue> {
     /// The review's apiVersion, echoed.
     pub api_version: Cow<'a, str>,
     /// The request.
-    pub request: Request<'a>,
+    pub request: Request<'a, O>,
 }
 
-/// Parses a request body.
+/// Parses a request body, the new object kept raw.
 pub fn parse(body: &[u8]) -> Result<Review<'_>, ReviewError> {
-    let review: ReviewIn<'_> =
-        serde_json::from_slice(body).map_err(|e| ReviewError::NotJson(e.to_string()))?;
+    parse_as(body)
+}
+
+/// Parses a request body, the new object decoded as `O` in the same pass.
+///
+/// A body that is UTF-8 is checked as such once, as a whole, and read as text: read as bytes,
+/// every string in it would be checked on its own (8k instructions of a defaulting review).
+pub fn parse_as<'a, O: Deserialize<'a>>(body: &'a [u8]) -> Result<Review<'a, O>, ReviewError> {
+    let review: ReviewIn<'a, O> = match std::str::from_utf8(body) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(body),
+    }
+    .map_err(|e| ReviewError::NotJson(e.to_string()))?;
     let request = review.request.ok_or(ReviewError::NoRequest)?;
     Ok(Review {
         api_version: review
@@ -228,52 +242,60 @@ fn json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
 }
 
 /// The common first steps: the kind and operation checks, and the object itself. `Err` is the
-/// final response; `Ok(None)` admits without further work (DELETE, CONNECT).
+/// final response; `Ok(None)` admits without further work (DELETE, CONNECT). A request without
+/// its kind is checked against the object's own apiVersion and kind.
 pub fn admissible<'r>(
     req: &'r Request<'_>,
     kind: &str,
 ) -> Result<Option<(Operation, &'r RawValue)>, Box<Response>> {
-    let uid = &req.uid;
-    let (group, version, got_kind): (Cow<'_, str>, Cow<'_, str>, Cow<'_, str>) = match &req.kind {
-        Some(gvk) => (
-            Cow::Borrowed(&*gvk.group),
-            Cow::Borrowed(&*gvk.version),
-            Cow::Borrowed(&*gvk.kind),
-        ),
-        None => {
-            #[derive(Default, Deserialize)]
-            #[serde(rename_all = "camelCase")]
-            struct TypeMeta {
-                #[serde(default)]
-                api_version: Option<String>,
-                #[serde(default)]
-                kind: Option<String>,
-            }
-            let meta: TypeMeta = req
-                .object
-                .as_ref()
-                .and_then(|o| serde_json::from_str(o.get()).ok())
-                .unwrap_or_default();
-            let api_version = meta.api_version.unwrap_or_default();
-            let (g, v) = api_version.split_once('/').unwrap_or(("", &api_version));
-            (
-                Cow::Owned(g.to_owned()),
-                Cow::Owned(v.to_owned()),
-                Cow::Owned(meta.kind.unwrap_or_default()),
-            )
-        }
+    let found = match &req.kind {
+        Some(gvk) => admissible_as(req, gvk, kind),
+        None => admissible_as(req, &object_gvk(req.object), kind),
     };
+    found.map(|found| found.map(|(op, raw)| (op, *raw)))
+}
+
+/// The kind of a raw object, from its apiVersion and kind (empty where they are missing).
+fn object_gvk(object: Option<&RawValue>) -> Gvk<'static> {
+    #[derive(Default, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct TypeMeta {
+        #[serde(default)]
+        api_version: Option<String>,
+        #[serde(default)]
+        kind: Option<String>,
+    }
+    let meta: TypeMeta = object
+        .and_then(|o| serde_json::from_str(o.get()).ok())
+        .unwrap_or_default();
+    let api_version = meta.api_version.unwrap_or_default();
+    let (g, v) = api_version.split_once('/').unwrap_or(("", &api_version));
+    Gvk {
+        group: Cow::Owned(g.to_owned()),
+        version: Cow::Owned(v.to_owned()),
+        kind: Cow::Owned(meta.kind.unwrap_or_default()),
+    }
+}
+
+/// [`admissible`] for a request of kind `gvk`, whatever form its object has.
+pub fn admissible_as<'r, O>(
+    req: &'r Request<'_, O>,
+    gvk: &Gvk<'_>,
+    kind: &str,
+) -> Result<Option<(Operation, &'r O)>, Box<Response>> {
+    let uid = &req.uid;
+    let (group, version, got_kind) = (&*gvk.group, &*gvk.version, &*gvk.kind);
     if group != GROUP || version != VERSION || got_kind != kind {
         return Err(Box::new(Response::deny(
             uid,
             Status::bad_request(format!(
                 "this webhook admits {GROUP}/{VERSION} {kind}, not {}/{} {}",
-                if group.is_empty() { "core" } else { &group },
+                if group.is_empty() { "core" } else { group },
                 version,
                 if got_kind.is_empty() {
                     "(no kind)"
                 } else {
-                    &got_kind
+                    got_kind
                 }
             )),
         )));
@@ -287,7 +309,7 @@ pub fn admissible<'r>(
     if matches!(op, Operation::Delete | Operation::Connect) {
         return Ok(None);
     }
-    let Some(object) = req.object.filter(|o| is_present(o)) else {
+    let Some(object) = req.object.as_ref() else {
         return Err(Box::new(Response::deny(
             uid,
             Status::bad_request("request.object is missing"),
@@ -303,13 +325,8 @@ pub fn admissible<'r>(
 }
 
 /// The stored object of an UPDATE.
-pub fn old_object<'r>(req: &Request<'r>, op: Operation) -> Option<&'r RawValue> {
-    req.old_object
-        .filter(|o| op == Operation::Update && is_present(o))
-}
-
-fn is_present(raw: &RawValue) -> bool {
-    raw.get().trim() != "null"
+pub fn old_object<'r, O>(req: &Request<'r, O>, op: Operation) -> Option<&'r RawValue> {
+    req.old_object.filter(|_| op == Operation::Update)
 }
 
 /// The few fields read before the typed decode, borrowed from the body: whether the object is
