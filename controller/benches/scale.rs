@@ -5,13 +5,17 @@
 //! the API requests per Nova while converging and over a steady window, the reconcile
 //! histogram and errors from the controller's /metrics; then, in the same run, the same owned
 //! objects created by a plain client at the controller's parallelism (the API server's raw
-//! time for them), and a burst of Nova creates with and without the real `nova-webhook`.
+//! time for them), and bursts of Nova creates with and without the real `nova-webhook`.
 //!
 //! `cargo bench -p nova-controller --bench scale`; environment: `NOVA_SCALE_N` (comma-separated,
-//! default `100,500,1000`), `NOVA_SCALE_STEADY_SECONDS` (default 600),
-//! `NOVA_SCALE_TIMEOUT_SECONDS` (the convergence wait, default 3600), `NOVA_SCALE_BURST`
-//! (creates per burst, default 1000, 0 skips it), `NOVA_SCALE_RESULTS` (default
-//! `controller/bench/results.md`). Each N runs on a control plane of its own.
+//! default `100,500,1000`; `0` runs the webhook bursts alone, on a control plane without Novas,
+//! in minutes), `NOVA_SCALE_STEADY_SECONDS` (default 600), `NOVA_SCALE_TIMEOUT_SECONDS` (the
+//! convergence wait, default 3600), `NOVA_SCALE_BURST` (creates per burst, default 1000, 0
+//! skips the bursts), `NOVA_SCALE_BURST_IN_FLIGHT` (comma-separated creates in flight, default
+//! `1,50`: 1 is `kubectl apply -f dir/`, the per-request cost; 50 adds queueing),
+//! `NOVA_SCALE_BURST_ROUNDS` (bursts per level and admission, default 2, for the spread),
+//! `NOVA_SCALE_RESULTS` (default `controller/bench/results.md`). Each N runs on a control plane
+//! of its own.
 
 #[path = "../tests/nova_support/mod.rs"]
 mod nova_support;
@@ -31,8 +35,6 @@ use scale_support::world::{self, Progress};
 
 /// The controller's default `--max-concurrent-reconciles`, the raw client's parallelism too.
 const PARALLELISM: usize = 2;
-/// Creates in flight during a webhook burst.
-const BURST_PARALLELISM: usize = 50;
 /// Time left after convergence for the last status writes before the steady window opens.
 const SETTLE: Duration = Duration::from_secs(10);
 
@@ -41,6 +43,24 @@ fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// The bursts `NOVA_SCALE_BURST`, `NOVA_SCALE_BURST_IN_FLIGHT` and `NOVA_SCALE_BURST_ROUNDS`
+/// ask for; None when there are none.
+fn burst_settings() -> Option<webhook_burst::Settings> {
+    let in_flight = std::env::var("NOVA_SCALE_BURST_IN_FLIGHT")
+        .unwrap_or_else(|_| "1,50".into())
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .filter(|&n| n > 0)
+        .collect();
+    let settings = webhook_burst::Settings {
+        creates: env_or("NOVA_SCALE_BURST", 1000),
+        in_flight,
+        rounds: env_or("NOVA_SCALE_BURST_ROUNDS", 2),
+    };
+    (settings.creates > 0 && settings.rounds > 0 && !settings.in_flight.is_empty())
+        .then_some(settings)
 }
 
 fn load() -> String {
@@ -119,7 +139,6 @@ fn log_lines(log: &std::path::Path) -> (Vec<String>, usize, usize) {
 async fn run(n: usize) -> Run {
     let steady_seconds: u64 = env_or("NOVA_SCALE_STEADY_SECONDS", 600);
     let timeout_seconds: u64 = env_or("NOVA_SCALE_TIMEOUT_SECONDS", 3600);
-    let bursts: usize = env_or("NOVA_SCALE_BURST", 1000);
     let started = chrono_now();
     let mut loads = vec![("start".to_owned(), load())];
     let cp = nova_test_harness::ControlPlane::start()
@@ -194,9 +213,9 @@ async fn run(n: usize) -> Run {
         raw.objects,
         raw.elapsed.as_secs_f64()
     );
-    let bursts = match bursts {
-        0 => None,
-        creates => Some(webhook_burst::compare(&client, &cp, creates, BURST_PARALLELISM).await),
+    let bursts = match burst_settings() {
+        None => Vec::new(),
+        Some(settings) => webhook_burst::compare(&client, &cp, &settings).await,
     };
     loads.push(("webhook bursts".into(), load()));
     let (log_errors, log_error_count, log_warnings) = log_lines(&log);
@@ -226,9 +245,23 @@ async fn run(n: usize) -> Run {
         raw,
         parallelism: PARALLELISM,
         bursts,
-        burst_parallelism: BURST_PARALLELISM,
         double_calls: double.calls(),
     }
+}
+
+/// The webhook bursts alone, on a control plane of their own without Novas: the section of N=0.
+async fn bursts_only() -> String {
+    let started = chrono_now();
+    let start_load = load();
+    let cp = nova_test_harness::ControlPlane::start()
+        .await
+        .expect("control plane");
+    let client = cp.client().expect("client");
+    let bursts = match burst_settings() {
+        None => Vec::new(),
+        Some(settings) => webhook_burst::compare(&client, &cp, &settings).await,
+    };
+    results::render_bursts_only(&started, &machine(), &start_load, &bursts)
 }
 
 /// The current UTC time, as `date -u` prints it.
@@ -258,8 +291,10 @@ fn main() {
         .build()
         .expect("runtime");
     for n in ns {
-        let run = runtime.block_on(run(n));
-        let section = results::render(&run);
+        let section = match n {
+            0 => runtime.block_on(bursts_only()),
+            n => results::render(&runtime.block_on(run(n))),
+        };
         println!("{section}");
         results::rewrite(&path, n, &section);
         println!("rewrote the N={n} section of {}", path.display());

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::post;
+use nova_webhook::metrics::Metrics;
 use nova_webhook::server::{self, Limits};
 use nova_webhook::tls::{self, CertStore};
 
@@ -37,6 +38,7 @@ async fn main() -> anyhow::Result<()> {
         tls::server_config(store)?,
         router,
         Limits::default(),
+        Arc::new(Metrics::new()?),
         async {
             let _ = tokio::signal::ctrl_c().await;
         },

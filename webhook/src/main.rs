@@ -158,7 +158,7 @@ async fn main() -> anyhow::Result<()> {
     let limits = Limits::default();
     let state = Arc::new(AppState {
         resolver,
-        metrics,
+        metrics: metrics.clone(),
         limits,
     });
     let tls_config = tls::server_config(store.clone()).context("TLS configuration")?;
@@ -171,6 +171,7 @@ async fn main() -> anyhow::Result<()> {
         tls_config,
         server::admission_router(state),
         limits,
+        metrics,
         shutdown_signal(),
     )
     .await;

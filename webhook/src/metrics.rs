@@ -2,7 +2,7 @@
 //! operation and the outcome, never an object name.
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
 };
 
 /// The registered metrics.
@@ -12,6 +12,22 @@ pub struct Metrics {
     pub requests: IntCounterVec,
     /// `nova_webhook_request_duration_seconds{webhook}`.
     pub duration: HistogramVec,
+    /// `nova_webhook_connections_total{alpn}`: admission connections whose TLS handshake
+    /// completed, by the negotiated ALPN protocol (`h2`, `http/1.1`, `none`). An API server
+    /// speaking HTTP/2 keeps one connection and multiplexes; a count that climbs with the
+    /// request count means every review pays a handshake.
+    pub connections: IntCounterVec,
+    /// `nova_webhook_open_connections`: admission connections open now.
+    pub open_connections: IntGauge,
+}
+
+/// One open admission connection, counted until dropped.
+pub struct OpenConnection(IntGauge);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 impl Metrics {
@@ -35,13 +51,41 @@ impl Metrics {
             ]),
             &["webhook"],
         )?;
+        let connections = IntCounterVec::new(
+            Opts::new(
+                "nova_webhook_connections_total",
+                "Admission connections past the TLS handshake, by negotiated ALPN protocol",
+            ),
+            &["alpn"],
+        )?;
+        let open_connections = IntGauge::new(
+            "nova_webhook_open_connections",
+            "Admission connections open now",
+        )?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(duration.clone()))?;
+        registry.register(Box::new(connections.clone()))?;
+        registry.register(Box::new(open_connections.clone()))?;
         Ok(Self {
             registry,
             requests,
             duration,
+            connections,
+            open_connections,
         })
+    }
+
+    /// Counts a connection whose handshake negotiated `alpn`; it stays open until the guard drops.
+    pub fn connection_opened(&self, alpn: Option<&[u8]>) -> OpenConnection {
+        let alpn = match alpn {
+            Some(b"h2") => "h2",
+            Some(b"http/1.1") => "http/1.1",
+            Some(_) => "other",
+            None => "none",
+        };
+        self.connections.with_label_values(&[alpn]).inc();
+        self.open_connections.inc();
+        OpenConnection(self.open_connections.clone())
     }
 
     /// Records one request.

@@ -218,12 +218,14 @@ pub async fn serve_plain(
 /// The answer Go's net/http gives a plain-HTTP request on a TLS port.
 const PLAIN_HTTP_ON_TLS: &[u8] = b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
 
-/// Serves `router` over TLS until `shutdown` resolves, then drains in-flight connections.
+/// Serves `router` over TLS until `shutdown` resolves, then drains in-flight connections;
+/// counts the connections in `metrics`.
 pub async fn serve_tls(
     listener: TcpListener,
     tls: rustls::ServerConfig,
     router: Router,
     limits: Limits,
+    metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()>,
 ) {
     let acceptor = TlsAcceptor::from(Arc::new(tls));
@@ -256,8 +258,17 @@ pub async fn serve_tls(
         let router = router.clone();
         let builder = builder.clone();
         let watcher = graceful.watcher();
+        let metrics = metrics.clone();
         tokio::spawn(async move {
-            serve_connection(stream, peer, acceptor, router, builder, watcher, limits).await;
+            let connection = Connection {
+                acceptor,
+                router,
+                builder,
+                watcher,
+                limits,
+                metrics,
+            };
+            connection.serve(stream, peer).await;
         });
     }
     drop(listener);
@@ -271,45 +282,59 @@ pub async fn serve_tls(
     }
 }
 
-async fn serve_connection(
-    mut stream: tokio::net::TcpStream,
-    peer: SocketAddr,
+/// What serving one accepted connection needs.
+struct Connection {
     acceptor: TlsAcceptor,
     router: Router,
     builder: Arc<auto::Builder<TokioExecutor>>,
     watcher: hyper_util::server::graceful::Watcher,
     limits: Limits,
-) {
-    let _ = stream.set_nodelay(true);
-    // A TLS handshake opens with a handshake record (0x16); an ASCII letter is a plain HTTP
-    // request on the TLS port.
-    let mut first = [0u8; 1];
-    match tokio::time::timeout(limits.handshake_timeout, stream.peek(&mut first)).await {
-        Ok(Ok(1)) if first[0].is_ascii_uppercase() => {
-            let _ = stream.write_all(PLAIN_HTTP_ON_TLS).await;
-            let _ = stream.shutdown().await;
-            tracing::debug!(%peer, "plain HTTP on the TLS port");
-            return;
+    metrics: Arc<Metrics>,
+}
+
+impl Connection {
+    async fn serve(self, mut stream: tokio::net::TcpStream, peer: SocketAddr) {
+        let Self {
+            acceptor,
+            router,
+            builder,
+            watcher,
+            limits,
+            metrics,
+        } = self;
+        let _ = stream.set_nodelay(true);
+        // A TLS handshake opens with a handshake record (0x16); an ASCII letter is a plain HTTP
+        // request on the TLS port.
+        let mut first = [0u8; 1];
+        match tokio::time::timeout(limits.handshake_timeout, stream.peek(&mut first)).await {
+            Ok(Ok(1)) if first[0].is_ascii_uppercase() => {
+                let _ = stream.write_all(PLAIN_HTTP_ON_TLS).await;
+                let _ = stream.shutdown().await;
+                tracing::debug!(%peer, "plain HTTP on the TLS port");
+                return;
+            }
+            Ok(Ok(_)) => {}
+            _ => return,
         }
-        Ok(Ok(_)) => {}
-        _ => return,
-    }
-    let tls = match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream)).await {
-        Ok(Ok(tls)) => tls,
-        Ok(Err(e)) => {
-            tracing::debug!(%peer, error = %e, "TLS handshake failed");
-            return;
+        let tls =
+            match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+        let _open = metrics.connection_opened(tls.get_ref().1.alpn_protocol());
+        let service = TowerToHyperService::new(router);
+        let conn = builder
+            .serve_connection_with_upgrades(TokioIo::new(tls), service)
+            .into_owned();
+        if let Err(e) = watcher.watch(conn).await {
+            tracing::debug!(%peer, error = %e, "connection ended with an error");
         }
-        Err(_) => {
-            tracing::debug!(%peer, "TLS handshake timed out");
-            return;
-        }
-    };
-    let service = TowerToHyperService::new(router);
-    let conn = builder
-        .serve_connection_with_upgrades(TokioIo::new(tls), service)
-        .into_owned();
-    if let Err(e) = watcher.watch(conn).await {
-        tracing::debug!(%peer, error = %e, "connection ended with an error");
     }
 }

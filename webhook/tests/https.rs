@@ -97,7 +97,7 @@ async fn start<R: Resolver + Send + Sync + 'static>(
     );
     let state = Arc::new(AppState {
         resolver,
-        metrics,
+        metrics: metrics.clone(),
         limits,
     });
     let config = tls::server_config(store).unwrap();
@@ -107,6 +107,7 @@ async fn start<R: Resolver + Send + Sync + 'static>(
         config,
         server::admission_router(state),
         limits,
+        metrics,
         async move {
             let _ = stopped.await;
         },
@@ -411,6 +412,56 @@ async fn admission_over_tls_and_the_limits() {
     assert!(metrics.contains("nova_webhook_requests_total{operation=\"CREATE\",outcome=\"allowed\",webhook=\"/validate-nova-openstack-c5c3-io-v1alpha1-nova\"}"), "{metrics}");
     assert!(metrics.contains("nova_webhook_request_duration_seconds_bucket"));
     assert!(!metrics.contains("\"nova\""), "no object names as labels");
+}
+
+/// The value of the unlabelled or fully labelled series `series` in `metrics`.
+fn series(metrics: &str, series: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test]
+async fn connections_are_counted_by_alpn_while_open() {
+    install_provider();
+    let ca = CertificateAuthority::new("webhook test CA").unwrap();
+    let leaf = ca.issue_serving("nova-webhook", &["127.0.0.1"]).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = SecretDir::new(tmp.path(), &leaf);
+    let store = CertStore::new(dir.cert(), dir.key());
+    store.reload().unwrap();
+    let running = start(store, Offline, Limits::default(), ca.cert_pem()).await;
+
+    let mut config = client_config(&running.ca_pem);
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = TcpStream::connect(running.addr).await.unwrap();
+    let h2 = connector
+        .connect(ServerName::try_from("127.0.0.1").unwrap().to_owned(), tcp)
+        .await
+        .unwrap();
+    let http1 = connect(running.addr, &running.ca_pem).await;
+    eventually(
+        async || {
+            let metrics = get(running.admin, "/metrics").await.1;
+            series(&metrics, "nova_webhook_connections_total{alpn=\"h2\"}") == Some(1.0)
+                && series(&metrics, "nova_webhook_connections_total{alpn=\"none\"}") == Some(1.0)
+                && series(&metrics, "nova_webhook_open_connections") == Some(2.0)
+        },
+        "one h2 and one ALPN-less connection counted, both open",
+    )
+    .await;
+    drop((h2, http1));
+    eventually(
+        async || {
+            series(
+                &get(running.admin, "/metrics").await.1,
+                "nova_webhook_open_connections",
+            ) == Some(0.0)
+        },
+        "no connection open once both closed",
+    )
+    .await;
 }
 
 /// A resolver whose PriorityClass lookups take a while, to hold a review in flight.

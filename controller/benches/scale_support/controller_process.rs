@@ -74,51 +74,14 @@ impl ControllerProcess {
         }
     }
 
-    /// CPU time and memory so far, from /proc/PID/stat (utime + stime) and /proc/PID/status
-    /// (VmRSS, VmHWM).
+    /// CPU time and memory so far.
     pub fn usage(&self) -> Usage {
-        let pid = self.child.id();
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // The fields after the parenthesised command name; utime and stime are fields 14 and 15.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.split_whitespace().collect())
-            .unwrap_or_default();
-        let ticks = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let kib = |key: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(key))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-                .unwrap_or(0)
-        };
-        Usage {
-            cpu_seconds: (ticks(11) + ticks(12)) as f64 / clock_ticks(),
-            rss_kib: kib("VmRSS:"),
-            peak_rss_kib: kib("VmHWM:"),
-        }
+        usage_of(self.child.id())
     }
 
     /// The text of the controller's /metrics.
     pub async fn metrics(&self) -> String {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", self.metrics)).await
-        else {
-            return String::new();
-        };
-        let request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-        if stream.write_all(request.as_bytes()).await.is_err() {
-            return String::new();
-        }
-        let mut body = String::new();
-        let _ = stream.read_to_string(&mut body).await;
-        body
+        super::prometheus::scrape(self.metrics).await
     }
 }
 
@@ -126,6 +89,36 @@ impl Drop for ControllerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// CPU time and memory of process `pid` so far, from /proc/PID/stat (utime + stime) and /proc/PID/status
+/// (VmRSS, VmHWM).
+pub fn usage_of(pid: u32) -> Usage {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    Usage {
+        cpu_seconds: (ticks(11) + ticks(12)) as f64 / clock_ticks(),
+        rss_kib: kib("VmRSS:"),
+        peak_rss_kib: kib("VmHWM:"),
     }
 }
 

@@ -104,3 +104,35 @@ pub fn minus(after: &[(f64, f64)], before: &[(f64, f64)]) -> Vec<(f64, f64)> {
         })
         .collect()
 }
+
+/// The sum of every sample of `name` that `keep` accepts (a histogram's `_sum` or `_count`).
+pub fn total(text: &str, name: &str, keep: impl Fn(&Sample) -> bool) -> f64 {
+    samples(text, name)
+        .iter()
+        .filter(|s| keep(s))
+        .map(|s| s.value)
+        .sum()
+}
+
+/// The share of a cumulative histogram's observations at or below `bound`, when it is a bucket
+/// bound.
+pub fn share_within(buckets: &[(f64, f64)], bound: f64) -> Option<f64> {
+    let total = buckets.last()?.1;
+    let within = buckets.iter().find(|(b, _)| *b == bound)?.1;
+    (total > 0.0).then(|| within / total)
+}
+
+/// The text of a plain-HTTP `/metrics` on a loopback port (empty when it cannot be read).
+pub async fn scrape(port: u16) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut stream) = tokio::net::TcpStream::connect(("127.0.0.1", port)).await else {
+        return String::new();
+    };
+    let request = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return String::new();
+    }
+    let mut body = String::new();
+    let _ = stream.read_to_string(&mut body).await;
+    body
+}

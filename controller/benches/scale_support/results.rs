@@ -7,7 +7,7 @@ use std::path::Path;
 use super::api_requests::{Counts, is_write};
 use super::controller_process::Usage;
 use super::raw_capacity::Raw;
-use super::webhook_burst::Burst;
+use super::webhook_burst::{Burst, ENDPOINTS};
 
 /// Everything one run measured.
 pub struct Run {
@@ -41,8 +41,7 @@ pub struct Run {
     pub log_warnings: usize,
     pub raw: Raw,
     pub parallelism: usize,
-    pub bursts: Option<(Burst, Burst)>,
-    pub burst_parallelism: usize,
+    pub bursts: Vec<Burst>,
     pub double_calls: u64,
 }
 
@@ -89,18 +88,125 @@ fn table(out: &mut String, counts: &Counts, n: usize) {
     }
 }
 
-fn burst_line(out: &mut String, what: &str, b: &Burst) {
-    let server = b
-        .server_p99
-        .map_or("n/a".into(), |s| format!("{:.1} ms", s * 1000.0));
+fn ms(seconds: Option<f64>) -> String {
+    seconds.map_or("n/a".into(), |s| format!("{:.1} ms", s * 1000.0))
+}
+
+fn share(share: Option<f64>) -> String {
+    share.map_or("n/a".into(), |s| format!("{:.1} %", s * 100.0))
+}
+
+/// The webhook bursts: each burst, what the webhook adds per level and round, and the per-call
+/// figures of both sides.
+pub fn render_bursts(out: &mut String, bursts: &[Burst]) {
+    let Some(first) = bursts.first() else {
+        return;
+    };
+    let rounds = bursts.iter().map(|b| b.round).max().unwrap_or(0);
     let _ = writeln!(
         out,
-        "| {what} | {} | {:.1} s | {:.1} ms | {:.1} ms | {server} |",
-        b.creates,
-        b.elapsed.as_secs_f64(),
-        b.client_p50 * 1000.0,
-        b.client_p99 * 1000.0
+        "\nWebhook at bursts of {} Nova creates (controller stopped), {rounds} rounds per in-flight level, one burst without nova-webhook then one with it (mutate + validate), the Novas deleted after each:\n",
+        first.creates
     );
+    let _ = writeln!(
+        out,
+        "| in flight | round | admission | burst | client p50 | client p99 | API server p99 (POST novas, bucket-interpolated) | API server CPU per create | nova-webhook CPU per review | connections opened / open after | load after |\n| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"
+    );
+    for b in bursts {
+        let connections = b.connections.as_ref().map_or("-".into(), |(opened, open)| {
+            let opened: Vec<String> = opened.iter().map(|(a, c)| format!("{a} {c:.0}")).collect();
+            format!("{} / {open:.0}", opened.join(", "))
+        });
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.1} s | {:.1} ms | {:.1} ms | {} | {:.2} ms | {} | {connections} | {} |",
+            b.in_flight,
+            b.round,
+            if b.webhook { "nova-webhook" } else { "none" },
+            b.elapsed.as_secs_f64(),
+            b.client_p50 * 1000.0,
+            b.client_p99 * 1000.0,
+            ms(b.server_p99),
+            b.apiserver_cpu * 1000.0 / b.creates as f64,
+            b.webhook_cpu.map_or("-".into(), |cpu| format!(
+                "{:.0} us",
+                cpu * 1e6 / (b.creates * ENDPOINTS.len()) as f64
+            )),
+            b.load
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nWhat the webhook adds (with minus without, same level and round; target < 5 ms at p99), round by round:\n\n| in flight | client p50 | client p99 | API server p99 |\n| ---: | --- | --- | --- |"
+    );
+    let mut levels: Vec<usize> = bursts.iter().map(|b| b.in_flight).collect();
+    levels.sort_unstable();
+    levels.dedup();
+    for level in levels {
+        let pairs: Vec<(&Burst, &Burst)> = (1..=rounds)
+            .filter_map(|round| {
+                let find = |webhook| {
+                    bursts
+                        .iter()
+                        .find(|b| b.in_flight == level && b.round == round && b.webhook == webhook)
+                };
+                find(false).zip(find(true))
+            })
+            .collect();
+        let added = |figure: &dyn Fn(&Burst) -> Option<f64>| {
+            pairs
+                .iter()
+                .map(|(without, with)| match (figure(with), figure(without)) {
+                    (Some(a), Some(b)) => format!("{:+.1}", (a - b) * 1000.0),
+                    _ => "n/a".into(),
+                })
+                .collect::<Vec<_>>()
+                .join(" / ")
+                + " ms"
+        };
+        let _ = writeln!(
+            out,
+            "| {level} | {} | {} | {} |",
+            added(&|b| Some(b.client_p50)),
+            added(&|b| Some(b.client_p99)),
+            added(&|b| b.server_p99)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nEach webhook call: the API server's time for it, round trip included (`apiserver_admission_webhook_admission_duration_seconds`; its first buckets end at 5 and 25 ms, so a p50 or p99 inside the first is interpolated, while the mean and the share within 5 ms are exact), beside nova-webhook's handler time (`nova_webhook_request_duration_seconds`):\n\n| in flight | round | webhook | calls | API server mean | p50 | p99 | within 5 ms | handler mean | handler p99 |\n| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
+    for b in bursts {
+        for a in &b.admissions {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} ({}) | {:.0} | {:.2} ms | {} | {} | {} | {:.2} ms | {} |",
+                b.in_flight,
+                b.round,
+                a.name,
+                a.kind,
+                a.apiserver.count,
+                a.apiserver.mean * 1000.0,
+                ms(a.apiserver.p50),
+                ms(a.apiserver.p99),
+                share(a.apiserver.within_5ms),
+                a.handler.mean * 1000.0,
+                ms(a.handler.p99)
+            );
+        }
+    }
+}
+
+/// The section of a run of the webhook bursts alone (N = 0).
+pub fn render_bursts_only(started: &str, machine: &str, load: &str, bursts: &[Burst]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "## Webhook bursts alone (N = 0)\n");
+    let _ = writeln!(
+        out,
+        "Run {started} on {machine}; no Novas converged, no controller; load average (1, 5, 15 min) at the start {load}, after each burst in its row."
+    );
+    render_bursts(&mut out, bursts);
+    out
 }
 
 /// The section of one run.
@@ -207,29 +313,7 @@ pub fn render(run: &Run) -> String {
                 .join(", ")
         );
     }
-    if let Some((without, with)) = &run.bursts {
-        let _ = writeln!(
-            out,
-            "\nWebhook at a burst of Nova creates, {} at once (controller stopped):\n",
-            run.burst_parallelism
-        );
-        let _ = writeln!(
-            out,
-            "| admission | creates | burst | client p50 | client p99 | API server p99 (POST novas, bucket-interpolated) |\n| --- | ---: | ---: | ---: | ---: | ---: |"
-        );
-        burst_line(&mut out, "no webhook", without);
-        burst_line(&mut out, "nova-webhook (mutate + validate)", with);
-        let _ = writeln!(
-            out,
-            "\nThe webhook adds {:.1} ms to the client-side p99 (target < 5 ms){}.",
-            (with.client_p99 - without.client_p99) * 1000.0,
-            match (with.server_p99, without.server_p99) {
-                (Some(a), Some(b)) =>
-                    format!(", {:.1} ms to the API server's p99", (a - b) * 1000.0),
-                _ => String::new(),
-            }
-        );
-    }
+    render_bursts(&mut out, &run.bursts);
     let _ = writeln!(out, "\nRequests while converging (per Nova = total / {n}):");
     table(&mut out, &run.converging, n);
     let _ = writeln!(out, "\nRequests in the steady window:");
@@ -272,7 +356,7 @@ pub fn render(run: &Run) -> String {
     out
 }
 
-const HEADER: &str = "# Controller scale results\n\nWritten by `cargo bench -p nova-controller --bench scale` (`controller/benches/scale.rs`); each run rewrites the sections of the N it ran (`NOVA_SCALE_N`, a comma-separated list). The control plane is the test harness's (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok playing every node and pod); the controller is the release `nova-controller` binary in a child process, cluster-wide, with its defaults. The MariaDB operator, the Gateway and OpenStack (Keystone and the Nova API of every pool, answering from memory) are SIMULATED by the bench. Request counts are the API server's `apiserver_request_total` for the resources the operator reads and writes, WATCH left out, status subresources only for Nova and NovaCompute (the other status writes are the kube controllers', kwok's and the simulated operators'); the events row counts every component's events. Convergence is measured from the controller's start, with every Nova and pool already created.\n";
+const HEADER: &str = "# Controller scale results\n\nWritten by `cargo bench -p nova-controller --bench scale` (`controller/benches/scale.rs`); each run rewrites the sections of the N it ran (`NOVA_SCALE_N`, a comma-separated list; N = 0 is the webhook bursts alone, in minutes). The control plane is the test harness's (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok playing every node and pod); the controller is the release `nova-controller` binary in a child process, cluster-wide, with its defaults. The MariaDB operator, the Gateway and OpenStack (Keystone and the Nova API of every pool, answering from memory) are SIMULATED by the bench. Request counts are the API server's `apiserver_request_total` for the resources the operator reads and writes, WATCH left out, status subresources only for Nova and NovaCompute (the other status writes are the kube controllers', kwok's and the simulated operators'); the events row counts every component's events. Convergence is measured from the controller's start, with every Nova and pool already created.\n";
 
 fn marker(n: usize, end: bool) -> String {
     format!("<!-- scale N={n}{} -->", if end { " end" } else { "" })
