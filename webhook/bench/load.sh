@@ -2,10 +2,15 @@
 # Load benchmark: nova-webhook's validate and mutate paths for the Example Nova over TLS, beside
 # a constant-response baseline on the same TLS stack, each at 64 keep-alive connections.
 # Prints, per server and path: wrk's requests/s and latency percentiles, the server's CPU time
-# per review (utime+stime from /proc over the run, divided by the requests served), and the
-# server's peak RSS (VmHWM).
+# per review (utime+stime from /proc over the run, divided by the requests served), how long
+# the server was runnable but not running (its threads' run-queue wait from
+# /proc/PID/task/*/schedstat, and how often it was preempted: the time another process took
+# its core, which lands on the latency tail), and the server's peak RSS (VmHWM).
 #
 #   webhook/bench/load.sh [duration, default 15s] [another nova-webhook binary to compare]
+#
+# LOAD_NICE=-20 runs the servers and wrk at that niceness (default 0), so that the other
+# processes of a shared machine take their cores less often.
 #
 # The optional second argument runs an older build (say, main's before a change) through the
 # same paths in the same run, so the figures share one machine state.
@@ -16,6 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 DURATION="${1:-15s}"
 BEFORE="${2:-}"
+NICE="${LOAD_NICE:-0}"
 WORK="$(mktemp -d)"
 PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
@@ -32,7 +38,7 @@ TICKS="$(getconf CLK_TCK)"
 
 # start <binary> <port> <admin port>: a nova-webhook pinned to CPU 0; its pid in STARTED.
 start() {
-  taskset -c 0 "$1" --bind-address "127.0.0.1:$2" --metrics-bind-address "127.0.0.1:$3" \
+  nice -n "$NICE" taskset -c 0 "$1" --bind-address "127.0.0.1:$2" --metrics-bind-address "127.0.0.1:$3" \
     --tls-cert-file "$WORK/certs/tls.crt" --tls-private-key-file "$WORK/certs/tls.key" \
     --kubeconfig /nonexistent >/dev/null 2>>"$WORK/webhook.log" &
   STARTED=$!
@@ -41,22 +47,33 @@ start() {
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
+# The run-queue wait (ns) and the involuntary context switches of all of a process's threads.
+waited() { cat /proc/"$1"/task/*/schedstat | awk '{s += $2} END {printf "%d", s}'; }
+preempted() {
+  cat /proc/"$1"/task/*/status | awk '/^nonvoluntary_ctxt_switches/ {s += $2} END {printf "%d", s}'
+}
+
 # run <label> <port> <pid> <path>: one wrk run and its figures.
 run() {
-  local before after out requests
+  local before after out requests wait0 wait1 pre0 pre1
   before="$(cpu_ticks "$3")"
-  out="$(BODY_FILE="$WORK/body.json" taskset -c 1 wrk -t1 -c64 -d"$DURATION" --latency \
+  wait0="$(waited "$3")"
+  pre0="$(preempted "$3")"
+  out="$(BODY_FILE="$WORK/body.json" nice -n "$NICE" taskset -c 1 wrk -t1 -c64 -d"$DURATION" --latency \
     -s webhook/bench/post.lua "https://127.0.0.1:$2$4")"
   after="$(cpu_ticks "$3")"
+  wait1="$(waited "$3")"
+  pre1="$(preempted "$3")"
   requests="$(echo "$out" | awk '/requests in/ {print $1}')"
   echo "== $1 $4"
   echo "$out" | grep -E 'Requests/sec|Latency  |50%|90%|99%|Non-2xx|errors' || true
   awk -v t="$((after - before))" -v hz="$TICKS" -v n="$requests" \
     'BEGIN { printf "server CPU per review: %.1f us\n", t / hz / n * 1e6 }'
+  echo "runnable, not running: $(((wait1 - wait0) / 1000000)) ms, $((pre1 - pre0)) preemptions"
   echo "peak RSS: $(grep VmHWM "/proc/$3/status" | awk '{print $2, $3}')"
 }
 
-taskset -c 0 "$TARGET/release/examples/baseline" 127.0.0.1:19444 "$WORK/certs/tls.crt" "$WORK/certs/tls.key" &
+nice -n "$NICE" taskset -c 0 "$TARGET/release/examples/baseline" 127.0.0.1:19444 "$WORK/certs/tls.crt" "$WORK/certs/tls.key" &
 BASE_PID=$!
 PIDS+=("$BASE_PID")
 start "$TARGET/release/nova-webhook" 19443 18080
