@@ -254,22 +254,15 @@ pub async fn serve_tls(
                 }
             },
         };
-        let acceptor = acceptor.clone();
-        let router = router.clone();
-        let builder = builder.clone();
-        let watcher = graceful.watcher();
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let connection = Connection {
-                acceptor,
-                router,
-                builder,
-                watcher,
-                limits,
-                metrics,
-            };
-            connection.serve(stream, peer).await;
-        });
+        let connection = Connection {
+            acceptor: acceptor.clone(),
+            router: router.clone(),
+            builder: builder.clone(),
+            watcher: graceful.watcher(),
+            limits,
+            metrics: metrics.clone(),
+        };
+        tokio::spawn(connection.serve(stream, peer));
     }
     drop(listener);
     tracing::info!(
@@ -294,14 +287,7 @@ struct Connection {
 
 impl Connection {
     async fn serve(self, mut stream: tokio::net::TcpStream, peer: SocketAddr) {
-        let Self {
-            acceptor,
-            router,
-            builder,
-            watcher,
-            limits,
-            metrics,
-        } = self;
+        let limits = self.limits;
         let _ = stream.set_nodelay(true);
         // A TLS handshake opens with a handshake record (0x16); an ASCII letter is a plain HTTP
         // request on the TLS port.
@@ -316,24 +302,28 @@ impl Connection {
             Ok(Ok(_)) => {}
             _ => return,
         }
-        let tls =
-            match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
-            };
-        let _open = metrics.connection_opened(tls.get_ref().1.alpn_protocol());
-        let service = TowerToHyperService::new(router);
-        let conn = builder
+        let tls = match tokio::time::timeout(limits.handshake_timeout, self.acceptor.accept(stream))
+            .await
+        {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                return;
+            }
+        };
+        let _open = self
+            .metrics
+            .connection_opened(tls.get_ref().1.alpn_protocol());
+        let service = TowerToHyperService::new(self.router);
+        let conn = self
+            .builder
             .serve_connection_with_upgrades(TokioIo::new(tls), service)
             .into_owned();
-        if let Err(e) = watcher.watch(conn).await {
+        if let Err(e) = self.watcher.watch(conn).await {
             tracing::debug!(%peer, error = %e, "connection ended with an error");
         }
     }

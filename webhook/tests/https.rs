@@ -66,6 +66,18 @@ impl SecretDir {
     }
 }
 
+/// A CA and a store serving a leaf it issued, from a Secret-volume-like directory (kept while
+/// the returned directory lives).
+fn serving() -> (CertificateAuthority, Arc<CertStore>, tempfile::TempDir) {
+    let ca = CertificateAuthority::new("webhook test CA").unwrap();
+    let leaf = ca.issue_serving("nova-webhook", &["127.0.0.1"]).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = SecretDir::new(tmp.path(), &leaf);
+    let store = CertStore::new(dir.cert(), dir.key());
+    store.reload().unwrap();
+    (ca, store, tmp)
+}
+
 struct Running {
     addr: SocketAddr,
     admin: SocketAddr,
@@ -308,12 +320,7 @@ async fn rotation_broken_pairs_and_readiness() {
 #[tokio::test]
 async fn admission_over_tls_and_the_limits() {
     install_provider();
-    let ca = CertificateAuthority::new("webhook test CA").unwrap();
-    let leaf = ca.issue_serving("nova-webhook", &["127.0.0.1"]).unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = SecretDir::new(tmp.path(), &leaf);
-    let store = CertStore::new(dir.cert(), dir.key());
-    store.reload().unwrap();
+    let (ca, store, _tmp) = serving();
     let limits = Limits {
         header_read_timeout: Duration::from_millis(500),
         body_read_timeout: Duration::from_millis(500),
@@ -424,12 +431,7 @@ fn series(metrics: &str, series: &str) -> Option<f64> {
 #[tokio::test]
 async fn connections_are_counted_by_alpn_while_open() {
     install_provider();
-    let ca = CertificateAuthority::new("webhook test CA").unwrap();
-    let leaf = ca.issue_serving("nova-webhook", &["127.0.0.1"]).unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = SecretDir::new(tmp.path(), &leaf);
-    let store = CertStore::new(dir.cert(), dir.key());
-    store.reload().unwrap();
+    let (ca, store, _tmp) = serving();
     let running = start(store, Offline, Limits::default(), ca.cert_pem()).await;
 
     let mut config = client_config(&running.ca_pem);
@@ -488,12 +490,7 @@ impl Resolver for Slow {
 #[tokio::test]
 async fn shutdown_finishes_in_flight_reviews() {
     install_provider();
-    let ca = CertificateAuthority::new("webhook test CA").unwrap();
-    let leaf = ca.issue_serving("nova-webhook", &["127.0.0.1"]).unwrap();
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = SecretDir::new(tmp.path(), &leaf);
-    let store = CertStore::new(dir.cert(), dir.key());
-    store.reload().unwrap();
+    let (ca, store, _tmp) = serving();
     let mut running = start(store, Slow, Limits::default(), ca.cert_pem()).await;
 
     let mut object: serde_json::Value = serde_saphyr::from_str(EXAMPLE_NOVA).unwrap();
