@@ -209,6 +209,25 @@ pub fn render_bursts_only(started: &str, machine: &str, load: &str, bursts: &[Bu
     out
 }
 
+/// The controller's client limit: its defaults, or what the bench's environment set for the
+/// child through the controller's own variables.
+fn client_limit() -> String {
+    let qps = std::env::var("NOVA_CONTROLLER_CLIENT_QPS").ok();
+    let burst = std::env::var("NOVA_CONTROLLER_CLIENT_BURST").ok();
+    if qps.is_none() && burst.is_none() {
+        return "client QPS and burst at their defaults (20, 100)".into();
+    }
+    let qps = match qps.as_deref() {
+        Some("0") => "0 (no limit)".to_owned(),
+        Some(qps) => qps.to_owned(),
+        None => "20 (default)".to_owned(),
+    };
+    let burst = burst.unwrap_or_else(|| "100 (default)".into());
+    format!(
+        "client QPS {qps} and burst {burst}, set through NOVA_CONTROLLER_CLIENT_QPS / NOVA_CONTROLLER_CLIENT_BURST"
+    )
+}
+
 /// The section of one run.
 pub fn render(run: &Run) -> String {
     let mut out = String::new();
@@ -217,8 +236,13 @@ pub fn render(run: &Run) -> String {
     let _ = writeln!(out, "## N = {n}\n");
     let _ = writeln!(
         out,
-        "Run {} on {}; {n} Novas, {} pools of 10 kwok nodes ({} nodes); controller concurrency {}, client QPS and burst at their defaults (20, 100).\n",
-        run.started, run.machine, run.pools, run.nodes, run.parallelism
+        "Run {} on {}; {n} Novas, {} pools of 10 kwok nodes ({} nodes); controller concurrency {}, {}.\n",
+        run.started,
+        run.machine,
+        run.pools,
+        run.nodes,
+        run.parallelism,
+        client_limit()
     );
     let _ = writeln!(
         out,
