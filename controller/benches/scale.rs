@@ -14,9 +14,12 @@
 //! skips the bursts), `NOVA_SCALE_BURST_IN_FLIGHT` (comma-separated creates in flight, default
 //! `1,50`: 1 is `kubectl apply -f dir/`, the per-request cost; 50 adds queueing),
 //! `NOVA_SCALE_BURST_ROUNDS` (bursts per level and admission, default 2, for the spread),
-//! `NOVA_SCALE_RESULTS` (default `controller/bench/results.md`). Each N runs on a control plane
-//! of its own. The controller child inherits the environment, so its own variables apply
-//! (`NOVA_CONTROLLER_CLIENT_QPS=0` lifts the client limit; the results name the limit used).
+//! `NOVA_SCALE_RESULTS` (default `controller/bench/results.md`), `NOVA_SCALE_CONTROLLER_WRAPPER`
+//! (a command prefix the controller runs under in its own process, e.g. `env
+//! LD_PRELOAD=/usr/lib/heaptrack/libheaptrack_preload.so DUMP_HEAPTRACK_OUTPUT=<file>` for a
+//! heap profile). Each N runs on a control plane of its own. The controller child inherits the
+//! environment, so its own variables apply (`NOVA_CONTROLLER_CLIENT_QPS=0` lifts the client
+//! limit; the results name the limit used).
 
 #[path = "../tests/nova_support/mod.rs"]
 mod nova_support;

@@ -30,7 +30,8 @@ pub fn free_port() -> u16 {
 
 impl ControllerProcess {
     /// Starts the controller cluster-wide (no leader election) on `kubeconfig`, its API probes
-    /// dialling `probe` and its OpenStack calls to the Services of `routes` routed.
+    /// dialling `probe` and its OpenStack calls to the Services of `routes` routed; under the
+    /// command prefix of `NOVA_SCALE_CONTROLLER_WRAPPER` when set (see [`command`]).
     pub fn start(
         kubeconfig: &Path,
         probe: SocketAddr,
@@ -40,7 +41,8 @@ impl ControllerProcess {
         let metrics = free_port();
         let file = std::fs::File::create(&log).expect("controller log");
         let routes: Vec<String> = routes.iter().map(|(s, a)| format!("{s}={a}")).collect();
-        let child = Command::new(env!("CARGO_BIN_EXE_nova-controller"))
+        let wrapper = std::env::var("NOVA_SCALE_CONTROLLER_WRAPPER").ok();
+        let child = command(wrapper.as_deref())
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .args(["--leader-elect", "false"])
@@ -89,6 +91,23 @@ impl Drop for ControllerProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// The controller's command: the release binary, or the binary behind `wrapper`, a
+/// whitespace-separated command prefix that must run it in its own process (`env
+/// LD_PRELOAD=... DUMP_HEAPTRACK_OUTPUT=...` for heaptrack, `valgrind ...`), so /proc and the
+/// kill at the end still reach the controller itself.
+fn command(wrapper: Option<&str>) -> Command {
+    let binary = env!("CARGO_BIN_EXE_nova-controller");
+    let mut words = wrapper.unwrap_or_default().split_whitespace();
+    match words.next() {
+        Some(program) => {
+            let mut command = Command::new(program);
+            command.args(words).arg(binary);
+            command
+        }
+        None => Command::new(binary),
     }
 }
 
