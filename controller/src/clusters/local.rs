@@ -6,12 +6,19 @@
 //!   objects the finalizer checks): names, labels, owners and timestamps, with
 //!   `managedFields` and the `last-applied-configuration` annotation dropped.
 //! - [`Caching::OnDemand`] kinds (Secrets, ConfigMaps, Deployments): the same metadata of
-//!   every object in scope, plus the content of exactly the objects a step read or applied,
-//!   fetched once and reused while the watched resourceVersion stays the same, dropped when
-//!   the object goes. So the process holds the content of the Secrets a CR references or
-//!   owns, never of every Secret of the cluster.
+//!   every object in scope, plus the content of exactly the objects a step read, fetched once
+//!   and reused while the watched resourceVersion stays the same, dropped when the object
+//!   goes. So the process holds the content of the Secrets a CR references, never of every
+//!   Secret of the cluster.
 //! - [`Caching::Full`] kinds (the store kinds, ExternalSecrets, RabbitmqClusters): whole
 //!   objects, for the few small objects of other operators whose status a step reads.
+//!
+//! Content and whole objects keep, of `metadata.managedFields`, only this operator's own
+//! `Apply` entry (what [`carries`] and a step checking its own field ownership read). An
+//! applied child leaves no content behind, only a [`Carried`] record: the resourceVersion at
+//! which the object was seen to carry a body, and that body's fingerprint. While the watched
+//! resourceVersion stays the same, an apply of the same body is skipped on the record alone,
+//! so a steady pass neither reads nor holds the children it only writes.
 //!
 //! Under `--namespace` every watch is namespaced and cluster-scoped kinds are not watched.
 
@@ -92,8 +99,10 @@ struct KindCache {
     served: bool,
     full: Option<Store<DynamicObject>>,
     meta: Option<Store<PartialObjectMeta<DynamicObject>>>,
-    /// OnDemand content, by (namespace, name).
+    /// OnDemand content of the objects a step read, by (namespace, name).
     content: Mutex<HashMap<(String, String), Arc<DynamicObject>>>,
+    /// What each applied child was last seen to carry, by (namespace, name).
+    carried: Mutex<HashMap<(String, String), Carried>>,
     subscribers: Mutex<Vec<mpsc::UnboundedSender<Meta>>>,
 }
 
@@ -123,6 +132,16 @@ impl KindCache {
         self.content.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn carried(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Carried>> {
+        self.carried.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Forgets the content and the record of an object that went.
+    fn evict(&self, slot: &(String, String)) {
+        self.content().remove(slot);
+        self.carried().remove(slot);
+    }
+
     fn notify(&self, meta: &Meta) {
         self.subscribers
             .lock()
@@ -139,15 +158,58 @@ fn meta_of(object: &DynamicObject) -> Meta {
     })
 }
 
-/// Drops what no cache needs to hold: the last-applied annotation always, managedFields in
-/// metadata caches.
-fn strip(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, fields: bool) {
+/// Which `metadata.managedFields` entries a cache holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fields {
+    /// None: metadata caches, which no apply compares against.
+    None,
+    /// This operator's own `Apply` entry on the main resource, the one [`carries`] reads;
+    /// the other managers' entries (status writers, kubectl, the kube controllers) go.
+    Own,
+}
+
+/// Drops what no cache needs to hold: the last-applied annotation always, and the
+/// managedFields entries `fields` does not keep.
+fn strip(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, fields: Fields) {
     if let Some(annotations) = &mut meta.annotations {
         annotations.remove(LAST_APPLIED);
     }
-    if fields {
-        meta.managed_fields = None;
+    match fields {
+        Fields::None => meta.managed_fields = None,
+        Fields::Own => {
+            if let Some(entries) = &mut meta.managed_fields {
+                entries.retain(|entry| {
+                    entry.manager.as_deref() == Some(FIELD_MANAGER)
+                        && entry.operation.as_deref() == Some("Apply")
+                        && entry.subresource.as_deref().unwrap_or_default().is_empty()
+                });
+            }
+        }
     }
+}
+
+/// An applied child as last seen: the object at `resource_version` carried (in the sense of
+/// [`carries`]) the apply body whose [`fingerprint`] is `fingerprint`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Carried {
+    resource_version: String,
+    fingerprint: u64,
+}
+
+impl Carried {
+    /// Whether this record settles an apply of the body `fingerprint` against the watched
+    /// resourceVersion `watched`: the same body, and nothing changed the object since.
+    fn settles(&self, fingerprint: u64, watched: Option<&str>) -> bool {
+        self.fingerprint == fingerprint && fresh(Some(&self.resource_version), watched)
+    }
+}
+
+/// A fingerprint of an apply body (its JSON text, whose object keys serde_json keeps sorted).
+fn fingerprint(body: &serde_json::Value) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    body.to_string().hash(&mut hasher);
+    hasher.finish()
 }
 
 /// Whether cached content at `content` is as new as the watched `watched` resourceVersion:
@@ -328,16 +390,30 @@ impl LocalCluster {
             )
         })?;
         if let Some(object) = &mut object {
-            strip(&mut object.metadata, false);
+            strip(&mut object.metadata, Fields::Own);
         }
         Ok(object)
     }
 
+    /// An object a step reads: OnDemand content read live is kept for the next read.
     async fn get_object(
         &self,
         kind: &ApiResource,
         namespace: Option<&str>,
         name: &str,
+    ) -> Result<Option<Arc<DynamicObject>>, ClusterError> {
+        self.lookup(kind, namespace, name, true).await
+    }
+
+    /// An object from the caches, else read live; OnDemand content read live is kept when
+    /// `keep` (a step's read), not for an apply's comparison (a child only written keeps its
+    /// [`Carried`] record instead).
+    async fn lookup(
+        &self,
+        kind: &ApiResource,
+        namespace: Option<&str>,
+        name: &str,
+        keep: bool,
     ) -> Result<Option<Arc<DynamicObject>>, ClusterError> {
         let cache = self.cache(kind)?;
         if !cache.served {
@@ -359,7 +435,7 @@ impl LocalCluster {
             Caching::OnDemand => {
                 let slot = (namespace.unwrap_or_default().to_owned(), name.to_owned());
                 let Some(watched) = cache.cached_meta(namespace, name) else {
-                    cache.content().remove(&slot);
+                    cache.evict(&slot);
                     return Ok(None);
                 };
                 if let Some(content) = cache.content().get(&slot)
@@ -372,8 +448,11 @@ impl LocalCluster {
                 }
                 let object = self.read(kind, namespace, name).await?.map(Arc::new);
                 match &object {
-                    Some(object) => cache.content().insert(slot, object.clone()),
-                    None => cache.content().remove(&slot),
+                    Some(object) if keep => {
+                        cache.content().insert(slot, object.clone());
+                    }
+                    Some(_) => {}
+                    None => cache.evict(&slot),
                 };
                 Ok(object)
             }
@@ -393,7 +472,23 @@ impl LocalCluster {
             Some(_) => child.stamped(&owner.remote()?)?,
         };
         let ns = owner.namespace.as_str();
-        if let Some(live) = self.get_object(&child.kind, Some(ns), &child.name).await? {
+        let slot = (ns.to_owned(), child.name.clone());
+        let fingerprint = fingerprint(&body);
+        let watched = cache
+            .cached_meta(Some(ns), &child.name)
+            .and_then(|m| m.metadata.resource_version.clone());
+        let settled = self.in_scope(Some(ns))
+            && cache
+                .carried()
+                .get(&slot)
+                .is_some_and(|c| c.settles(fingerprint, watched.as_deref()));
+        if settled {
+            return Ok(Applied::Unchanged);
+        }
+        if let Some(live) = self
+            .lookup(&child.kind, Some(ns), &child.name, false)
+            .await?
+        {
             if !self.may_claim(owner, &live.metadata) {
                 return Err(ClusterError::ForeignOwner {
                     kind: child.kind.kind.clone(),
@@ -407,6 +502,7 @@ impl LocalCluster {
                 message: e.to_string(),
             })?;
             if carries(&live, &body, FIELD_MANAGER) {
+                self.remember(cache, slot, &live, fingerprint);
                 return Ok(Applied::Unchanged);
             }
         }
@@ -424,13 +520,43 @@ impl LocalCluster {
                     e,
                 )
             })?;
-        if cache.spec.caching == Caching::OnDemand {
-            strip(&mut applied.metadata, false);
-            cache
-                .content()
-                .insert((ns.to_owned(), child.name.clone()), Arc::new(applied));
+        strip(&mut applied.metadata, Fields::Own);
+        let response = serde_json::to_value(&applied).map_err(|e| ClusterError::Invalid {
+            what: format!("applied {} {ns}/{}", child.kind.kind, child.name),
+            message: e.to_string(),
+        })?;
+        if carries(&response, &body, FIELD_MANAGER) {
+            self.remember(cache, slot.clone(), &response, fingerprint);
+        } else {
+            cache.carried().remove(&slot);
+        }
+        // Content a step reads is refreshed with the response, saving its next read.
+        if let Some(kept) = cache.content().get_mut(&slot) {
+            *kept = Arc::new(applied);
         }
         Ok(Applied::Written)
+    }
+
+    /// Records that the object `live` (in scope) carries the body of `fingerprint`.
+    fn remember(
+        &self,
+        cache: &KindCache,
+        slot: (String, String),
+        live: &serde_json::Value,
+        fingerprint: u64,
+    ) {
+        if !self.in_scope(Some(&slot.0)) {
+            return;
+        }
+        if let Some(version) = live["metadata"]["resourceVersion"].as_str() {
+            cache.carried().insert(
+                slot,
+                Carried {
+                    resource_version: version.to_owned(),
+                    fingerprint,
+                },
+            );
+        }
     }
 
     /// Whether `owner` may write over the live object: locally one no other controller
@@ -601,6 +727,7 @@ fn start_watch(
         full: None,
         meta: None,
         content: Mutex::default(),
+        carried: Mutex::default(),
         subscribers: Mutex::default(),
         spec,
     };
@@ -617,14 +744,14 @@ fn start_watch(
             let writer = Writer::<DynamicObject>::new(resource.clone());
             cache.full = Some(writer.as_reader());
             let cache = Arc::new(cache);
-            let task = watched.spawn(writer, cache.clone(), false, meta_of);
+            let task = watched.spawn(writer, cache.clone(), Fields::Own, meta_of);
             (cache, Some(task))
         }
         Caching::Metadata | Caching::OnDemand => {
             let writer = Writer::<PartialObjectMeta<DynamicObject>>::new(resource.clone());
             cache.meta = Some(writer.as_reader());
             let cache = Arc::new(cache);
-            let task = watched.spawn(writer, cache.clone(), true, |o| Arc::new(o.clone()));
+            let task = watched.spawn(writer, cache.clone(), Fields::None, |o| Arc::new(o.clone()));
             (cache, Some(task))
         }
     }
@@ -639,12 +766,12 @@ struct Watched<'a> {
 
 impl Watched<'_> {
     /// Starts the watch of whole objects or of metadata (`K`), stripping what no cache holds
-    /// (managedFields too when `strip_fields`), and drives it into `writer`.
+    /// (the managedFields entries `fields` does not keep), and drives it into `writer`.
     fn spawn<K>(
         &self,
         writer: Writer<K>,
         cache: Arc<KindCache>,
-        strip_fields: bool,
+        fields: Fields,
         meta: fn(&K) -> Meta,
     ) -> tokio::task::AbortHandle
     where
@@ -662,7 +789,7 @@ impl Watched<'_> {
         };
         let events = watcher(api, watcher::Config::default())
             .default_backoff()
-            .map_ok(move |event| event.modify(|o| strip(o.meta_mut(), strip_fields)));
+            .map_ok(move |event| event.modify(|o| strip(o.meta_mut(), fields)));
         tokio::spawn(drive(
             events,
             writer,
@@ -702,7 +829,7 @@ async fn drive<K, S>(
             }
             watcher::Event::Delete(object) => {
                 let slot = (object.namespace().unwrap_or_default(), object.name_any());
-                cache.content().remove(&slot);
+                cache.evict(&slot);
                 cache.notify(&meta(object));
             }
             watcher::Event::Init | watcher::Event::InitDone => {}
@@ -837,7 +964,7 @@ impl Cluster for LocalCluster {
                 .items
                 .into_iter()
                 .map(|mut m| {
-                    strip(&mut m.metadata, true);
+                    strip(&mut m.metadata, Fields::None);
                     Arc::new(m)
                 })
                 .collect())
@@ -862,7 +989,7 @@ impl Cluster for LocalCluster {
                     )
                 })?;
             Ok(read.map(|mut m| {
-                strip(&mut m.metadata, true);
+                strip(&mut m.metadata, Fields::None);
                 Arc::new(m)
             }))
         })
@@ -1098,6 +1225,65 @@ mod tests {
         assert!(!fresh(Some("7"), Some("9")));
         assert!(!fresh(Some("a"), Some("b")));
         assert!(!fresh(None, Some("7")));
+    }
+
+    #[test]
+    fn cached_content_keeps_only_our_own_apply_entry() {
+        let entry = |manager: &str, operation: &str, subresource: Option<&str>| {
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
+                manager: Some(manager.into()),
+                operation: Some(operation.into()),
+                subresource: subresource.map(Into::into),
+                fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
+                    serde_json::json!({"f:spec": {"f:replicas": {}}}),
+                )),
+                ..Default::default()
+            }
+        };
+        let meta = || k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            annotations: Some(BTreeMap::from([(LAST_APPLIED.to_owned(), "{}".to_owned())])),
+            managed_fields: Some(vec![
+                entry("kube-controller-manager", "Update", Some("status")),
+                entry(FIELD_MANAGER, "Apply", Some("status")),
+                entry(FIELD_MANAGER, "Apply", None),
+                entry("kubectl", "Update", None),
+            ]),
+            ..Default::default()
+        };
+        let mut content = meta();
+        strip(&mut content, Fields::Own);
+        assert_eq!(
+            content.managed_fields,
+            Some(vec![entry(FIELD_MANAGER, "Apply", None)])
+        );
+        assert_eq!(content.annotations, Some(BTreeMap::new()));
+        let mut metadata = meta();
+        strip(&mut metadata, Fields::None);
+        assert_eq!(metadata.managed_fields, None);
+    }
+
+    #[test]
+    fn a_record_settles_only_the_same_body_on_an_unchanged_object() {
+        let body = serde_json::json!({"kind": "ConfigMap", "data": {"a": "1"}});
+        let record = Carried {
+            resource_version: "7".into(),
+            fingerprint: fingerprint(&body),
+        };
+        assert!(record.settles(fingerprint(&body.clone()), Some("7")));
+        assert!(
+            record.settles(fingerprint(&body), Some("6")),
+            "an apply response ahead of its watch event"
+        );
+        assert!(
+            !record.settles(fingerprint(&body), Some("8")),
+            "changed since"
+        );
+        assert!(!record.settles(fingerprint(&body), None), "gone");
+        let other = serde_json::json!({"kind": "ConfigMap", "data": {"a": "2"}});
+        assert!(
+            !record.settles(fingerprint(&other), Some("7")),
+            "another body"
+        );
     }
 
     #[test]

@@ -115,7 +115,8 @@ pub async fn run<K: Reconciled>(
             if let watcher::Event::Delete(cr) = &event {
                 ctx.backoff.forget(&ObjectRef::from_obj(cr));
             }
-            event
+            // No pass reads a CR's managedFields; the store would hold them for every CR.
+            event.modify(|cr| cr.meta_mut().managed_fields = None)
         }
     };
     let main = watcher(api, watcher::Config::default())
