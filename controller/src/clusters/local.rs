@@ -7,8 +7,8 @@
 //!   `managedFields` and the `last-applied-configuration` annotation dropped.
 //! - [`Caching::OnDemand`] kinds (Secrets, ConfigMaps, Deployments): the same metadata of
 //!   every object in scope, plus the content of exactly the objects a step read, fetched once
-//!   and reused while the watched resourceVersion stays the same, dropped when the object
-//!   goes. So the process holds the content of the Secrets a CR references, never of every
+//!   and reused while the watched resourceVersion stays the same (kept as JSON text, parsed
+//!   per read), dropped when the object goes. So the process holds the content of the Secrets a CR references, never of every
 //!   Secret of the cluster.
 //! - [`Caching::Full`] kinds (the store kinds, ExternalSecrets, RabbitmqClusters): whole
 //!   objects, for the few small objects of other operators whose status a step reads.
@@ -100,7 +100,7 @@ struct KindCache {
     full: Option<Store<DynamicObject>>,
     meta: Option<Store<PartialObjectMeta<DynamicObject>>>,
     /// OnDemand content of the objects a step read, by (namespace, name).
-    content: Mutex<HashMap<(String, String), Arc<DynamicObject>>>,
+    content: Mutex<HashMap<(String, String), Content>>,
     /// What each applied child was last seen to carry, by (namespace, name).
     carried: Mutex<HashMap<(String, String), Carried>>,
     subscribers: Mutex<Vec<mpsc::UnboundedSender<Meta>>>,
@@ -128,7 +128,7 @@ impl KindCache {
         self.meta.as_ref()?.get(&self.reference(namespace, name))
     }
 
-    fn content(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Arc<DynamicObject>>> {
+    fn content(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Content>> {
         self.content.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -185,6 +185,32 @@ fn strip(meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, 
                 });
             }
         }
+    }
+}
+
+/// The content of one object a step read, kept as its JSON text and parsed on each read: a
+/// serde_json tree costs several times its text (every non-empty JSON object is a B-tree node
+/// of eleven slots), and content is held far longer than it is read.
+struct Content {
+    resource_version: Option<String>,
+    json: Box<str>,
+}
+
+impl Content {
+    /// The content of `object`; None if it does not serialize (it is then read live again).
+    fn of(object: &DynamicObject) -> Option<Content> {
+        Some(Content {
+            resource_version: object.metadata.resource_version.clone(),
+            json: serde_json::to_string(object).ok()?.into_boxed_str(),
+        })
+    }
+
+    /// The object, when the content is as new as the watched resourceVersion `watched`.
+    fn object_at(&self, watched: Option<&str>) -> Option<DynamicObject> {
+        if !fresh(self.resource_version.as_deref(), watched) {
+            return None;
+        }
+        serde_json::from_str(&self.json).ok()
     }
 }
 
@@ -438,18 +464,18 @@ impl LocalCluster {
                     cache.evict(&slot);
                     return Ok(None);
                 };
-                if let Some(content) = cache.content().get(&slot)
-                    && fresh(
-                        content.metadata.resource_version.as_deref(),
-                        watched.metadata.resource_version.as_deref(),
-                    )
-                {
-                    return Ok(Some(content.clone()));
+                let kept = cache.content().get(&slot).and_then(|content| {
+                    content.object_at(watched.metadata.resource_version.as_deref())
+                });
+                if let Some(object) = kept {
+                    return Ok(Some(Arc::new(object)));
                 }
                 let object = self.read(kind, namespace, name).await?.map(Arc::new);
                 match &object {
                     Some(object) if keep => {
-                        cache.content().insert(slot, object.clone());
+                        if let Some(content) = Content::of(object) {
+                            cache.content().insert(slot, content);
+                        }
                     }
                     Some(_) => {}
                     None => cache.evict(&slot),
@@ -531,8 +557,10 @@ impl LocalCluster {
             cache.carried().remove(&slot);
         }
         // Content a step reads is refreshed with the response, saving its next read.
-        if let Some(kept) = cache.content().get_mut(&slot) {
-            *kept = Arc::new(applied);
+        if let Some(kept) = cache.content().get_mut(&slot)
+            && let Some(content) = Content::of(&applied)
+        {
+            *kept = content;
         }
         Ok(Applied::Written)
     }
@@ -1260,6 +1288,19 @@ mod tests {
         let mut metadata = meta();
         strip(&mut metadata, Fields::None);
         assert_eq!(metadata.managed_fields, None);
+    }
+
+    #[test]
+    fn content_is_the_object_while_fresh() {
+        let object: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "namespace": "ns", "resourceVersion": "7"},
+            "spec": {"replicas": 2}, "status": {"readyReplicas": 1},
+        }))
+        .expect("object");
+        let content = Content::of(&object).expect("serializes");
+        assert_eq!(content.object_at(Some("7")), Some(object));
+        assert_eq!(content.object_at(Some("8")), None, "changed since");
     }
 
     #[test]
