@@ -317,13 +317,15 @@ async fn killed_webhook_fails_closed_under_load_and_recovers_after_restart() {
     let ca = CertificateAuthority::new("nova-webhook CA").unwrap();
     let mut drill = Drill::start("drill-webhook-kill", &ca).await;
     let phases = Arc::new(Phases {
-        names: &["up", "killed", "restarting", "restarted"],
+        names: &["up", "killing", "killed", "restarting", "restarted"],
         current: AtomicUsize::new(0),
     });
     let started = Instant::now();
     let load = Load::start(&drill.client, &drill.ns, &phases);
     tokio::time::sleep(Duration::from_secs(3)).await;
 
+    // A request in flight at the kill is refused: it belongs to no phase asserted on.
+    phases.enter("killing");
     drill.webhook.kill().expect("SIGKILL");
     phases.enter("killed");
     tokio::time::sleep(Duration::from_secs(3)).await;
