@@ -43,10 +43,9 @@ pub fn mutate_received<K: Admitted>(
     review: &mut Review<'_, Received<'_, K::Spec>>,
 ) -> Option<Response> {
     let req = &mut review.request;
-    let op = match wire::admissible_as(req, req.kind.as_ref()?, K::KIND) {
-        Err(resp) => return Some(*resp),
-        Ok(None) => return Some(Response::allow(&req.uid)),
-        Ok(Some((op, _))) => op,
+    let op = match wire::typed_operation(req, K::KIND)? {
+        Ok(op) => op,
+        Err(resp) => return Some(resp),
     };
     let received = req.object.take()?;
     Some(defaulted::<K>(&req.uid, op, received))

@@ -38,10 +38,9 @@ pub async fn validate_decoded<K: Admitted>(
     resolver: &dyn Resolver,
 ) -> Option<Response> {
     let req = &mut review.request;
-    let op = match wire::admissible_as(req, req.kind.as_ref()?, K::KIND) {
-        Err(resp) => return Some(*resp),
-        Ok(None) => return Some(Response::allow(&req.uid)),
-        Ok(Some((op, _))) => op,
+    let op = match wire::typed_operation(req, K::KIND)? {
+        Ok(op) => op,
+        Err(resp) => return Some(resp),
     };
     let new = req.object.take()?;
     if new.meta().deletion_timestamp.is_some() {

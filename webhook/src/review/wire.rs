@@ -255,6 +255,17 @@ pub fn admissible<'r>(
     found.map(|found| found.map(|(op, raw)| (op, *raw)))
 }
 
+/// [`admissible_as`] for a single-pass review: the operation to go on with, or the final
+/// response (a refusal, or the admission of a DELETE or CONNECT). `None` when the request does
+/// not name its kind; the general path then checks the object's own.
+pub fn typed_operation<O>(req: &Request<'_, O>, kind: &str) -> Option<Result<Operation, Response>> {
+    Some(match admissible_as(req, req.kind.as_ref()?, kind) {
+        Err(resp) => Err(*resp),
+        Ok(None) => Err(Response::allow(&req.uid)),
+        Ok(Some((op, _))) => Ok(op),
+    })
+}
+
 /// The kind of a raw object, from its apiVersion and kind (empty where they are missing).
 fn object_gvk(object: Option<&RawValue>) -> Gvk<'static> {
     #[derive(Default, Deserialize)]
