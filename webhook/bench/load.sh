@@ -18,7 +18,7 @@
 # Firecracker machines: cpuidle haltpoll with guest_halt_poll_ns=0), waking a halted vCPU
 # took 2.1 ms (perf sched timehist: wrk woken on an idle CPU ran 2.114 ms later), which put
 # the whole closed loop's in-flight requests on the latency tail: the baseline's p99 was
-# 1.8-5.0 ms at a 0.6 ms mean without it, 1.1-1.9 ms with it.
+# 1.8-3.3 ms at a 0.6 ms mean without it, 1.1-1.9 ms with it.
 #
 # The optional second argument runs an older build (say, main's before a change) through the
 # same paths in the same run, so the figures share one machine state.

@@ -31,8 +31,7 @@ pub fn mutate<K: Admitted>(review: &Review<'_>) -> Response {
     let req = &review.request;
     match wire::admissible(req, K::KIND) {
         Err(resp) => *resp,
-        Ok(None) => Response::allow(&req.uid),
-        Ok(Some((op, raw))) => defaulted::<K>(&req.uid, op, Head::of(raw)),
+        Ok((op, raw)) => defaulted::<K>(&req.uid, op, Head::of(raw)),
     }
 }
 
@@ -43,9 +42,9 @@ pub fn mutate_received<K: Admitted>(
     review: &mut Review<'_, Received<'_, K::Spec>>,
 ) -> Option<Response> {
     let req = &mut review.request;
-    let op = match wire::typed_operation(req, K::KIND)? {
-        Ok(op) => op,
-        Err(resp) => return Some(resp),
+    let op = match wire::admissible_as(req, req.kind.as_ref()?, K::KIND) {
+        Ok((op, _)) => op,
+        Err(resp) => return Some(*resp),
     };
     let received = req.object.take()?;
     Some(defaulted::<K>(&req.uid, op, received))

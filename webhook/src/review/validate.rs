@@ -16,8 +16,7 @@ pub async fn validate<K: Admitted>(review: &Review<'_>, resolver: &dyn Resolver)
     let req = &review.request;
     let (op, object) = match wire::admissible(req, K::KIND) {
         Err(resp) => return *resp,
-        Ok(None) => return Response::allow(&req.uid),
-        Ok(Some(found)) => found,
+        Ok(found) => found,
     };
     let old_raw = wire::old_object(req, op);
     if deletion_bypass(op, object, old_raw) {
@@ -38,9 +37,9 @@ pub async fn validate_decoded<K: Admitted>(
     resolver: &dyn Resolver,
 ) -> Option<Response> {
     let req = &mut review.request;
-    let op = match wire::typed_operation(req, K::KIND)? {
-        Ok(op) => op,
-        Err(resp) => return Some(resp),
+    let op = match wire::admissible_as(req, req.kind.as_ref()?, K::KIND) {
+        Ok((op, _)) => op,
+        Err(resp) => return Some(*resp),
     };
     let new = req.object.take()?;
     if new.meta().deletion_timestamp.is_some() {

@@ -242,28 +242,17 @@ fn json<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
 }
 
 /// The common first steps: the kind and operation checks, and the object itself. `Err` is the
-/// final response; `Ok(None)` admits without further work (DELETE, CONNECT). A request without
-/// its kind is checked against the object's own apiVersion and kind.
+/// final response: a refusal, or the admission of a DELETE or CONNECT, which needs no further
+/// work. A request without its kind is checked against the object's own apiVersion and kind.
 pub fn admissible<'r>(
     req: &'r Request<'_>,
     kind: &str,
-) -> Result<Option<(Operation, &'r RawValue)>, Box<Response>> {
+) -> Result<(Operation, &'r RawValue), Box<Response>> {
     let found = match &req.kind {
         Some(gvk) => admissible_as(req, gvk, kind),
         None => admissible_as(req, &object_gvk(req.object), kind),
     };
-    found.map(|found| found.map(|(op, raw)| (op, *raw)))
-}
-
-/// [`admissible_as`] for a single-pass review: the operation to go on with, or the final
-/// response (a refusal, or the admission of a DELETE or CONNECT). `None` when the request does
-/// not name its kind; the general path then checks the object's own.
-pub fn typed_operation<O>(req: &Request<'_, O>, kind: &str) -> Option<Result<Operation, Response>> {
-    Some(match admissible_as(req, req.kind.as_ref()?, kind) {
-        Err(resp) => Err(*resp),
-        Ok(None) => Err(Response::allow(&req.uid)),
-        Ok(Some((op, _))) => Ok(op),
-    })
+    found.map(|(op, raw)| (op, *raw))
 }
 
 /// The kind of a raw object, from its apiVersion and kind (empty where they are missing).
@@ -293,7 +282,7 @@ pub fn admissible_as<'r, O>(
     req: &'r Request<'_, O>,
     gvk: &Gvk<'_>,
     kind: &str,
-) -> Result<Option<(Operation, &'r O)>, Box<Response>> {
+) -> Result<(Operation, &'r O), Box<Response>> {
     let uid = &req.uid;
     let (group, version, got_kind) = (&*gvk.group, &*gvk.version, &*gvk.kind);
     if group != GROUP || version != VERSION || got_kind != kind {
@@ -318,7 +307,7 @@ pub fn admissible_as<'r, O>(
         )));
     };
     if matches!(op, Operation::Delete | Operation::Connect) {
-        return Ok(None);
+        return Err(Box::new(Response::allow(uid)));
     }
     let Some(object) = req.object.as_ref() else {
         return Err(Box::new(Response::deny(
@@ -332,7 +321,7 @@ pub fn admissible_as<'r, O>(
             Status::bad_request("request.oldObject is missing on UPDATE"),
         )));
     }
-    Ok(Some((op, object)))
+    Ok((op, object))
 }
 
 /// The stored object of an UPDATE.
