@@ -1,34 +1,82 @@
 #!/usr/bin/env bash
-# The whole test suite: installs the pinned Debian packages the real node needs, builds (or
-# reuses) the test control plane, the real node's binaries, helm, the local images and the
-# operator's images, then runs every unit, golden, real-API-server, real-node and
-# real-OpenStack test of the workspace.
-# Every build step returns at once on a warm machine (stamps under ~/.cache). The images are
-# built beside the Go builds: they wait on the network and the disk where the Go builds wait
-# on the CPU.
+# The test suite, in three tiers (tests/README.md):
+#   pure  unit, table, golden and property tests: no cluster, no network
+#   kwok  the real API server with kwok nodes: one control plane per tier binary
+#   real  the real node and the real OpenStack, each release deployed once per run
+# With no argument it runs all three, in that order (CI runs this); with one, that tier.
+# Each tier builds (or reuses, stamps under ~/.cache) only what it needs: the pinned Debian
+# packages, the test control plane, helm, the real node's binaries, the local images and the
+# operator's images. The images are built beside the Go builds: they wait on the network and
+# the disk where the Go builds wait on the CPU.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+usage() { echo "usage: $0 [pure|kwok|real]   (no argument: all three tiers)" >&2; exit 2; }
+case "${1:-all}" in
+  pure|kwok|real|all) tiers=${1:-all} ;;
+  -h|--help) usage ;;
+  *) usage ;;
+esac
+[ "$tiers" = all ] && tiers="pure kwok real"
+
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
-command -v go >/dev/null || { echo "go is required to build the test control plane" >&2; exit 1; }
 
 step() { local t; t=$(date +%s); "$@"; echo "[test.sh] $* took $(( $(date +%s) - t ))s" >&2; }
-step tests/install-host-packages.sh
-images_log=$(mktemp)
-step tests/build-images.sh >"$images_log" 2>&1 &
-images=$!
-NOVA_TESTBIN=$(step tests/build-control-plane.sh)
-export NOVA_TESTBIN
-step tests/build-node.sh >/dev/null
-NOVA_HELM=$(step tests/build-helm.sh)
-export NOVA_HELM
-if ! wait "$images"; then
-  tail -40 "$images_log" >&2
-  echo "[test.sh] tests/build-images.sh failed (log above)" >&2
-  exit 1
+needs() { case " $tiers " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+# What the tiers need beyond cargo.
+if needs kwok || needs real; then
+  command -v go >/dev/null || { echo "go is required to build the test control plane" >&2; exit 1; }
 fi
-grep -E '^\[images build' "$images_log" >&2 || true
-rm -f "$images_log"
-# The operator's own images (a static release build), for the chart's install test.
-step images/build.sh >/dev/null
-step cargo test --workspace --locked
+if needs real; then
+  step tests/install-host-packages.sh
+  images_log=$(mktemp)
+  step tests/build-images.sh >"$images_log" 2>&1 &
+  images=$!
+fi
+if needs kwok || needs real; then
+  NOVA_TESTBIN=$(step tests/build-control-plane.sh)
+  export NOVA_TESTBIN
+  NOVA_HELM=$(step tests/build-helm.sh)
+  export NOVA_HELM
+fi
+if needs real; then
+  step tests/build-node.sh >/dev/null
+  if ! wait "$images"; then
+    tail -40 "$images_log" >&2
+    echo "[test.sh] tests/build-images.sh failed (log above)" >&2
+    exit 1
+  fi
+  grep -E '^\[images build' "$images_log" >&2 || true
+  rm -f "$images_log"
+  # The operator's own images (a static release build), for the chart's install test.
+  step images/build.sh >/dev/null
+fi
+
+summary=()
+tier() {
+  local name=$1 t status=0
+  shift
+  t=$(date +%s)
+  echo "[test.sh] tier $name: $*" >&2
+  "$@" || status=$?
+  summary+=("tier $name: $(( $(date +%s) - t ))s, exit $status")
+  echo "[test.sh] ${summary[-1]}" >&2
+  return "$status"
+}
+
+# Test binaries are named after their tier (`tests/pure/main.rs` is target `pure`, ...), so a
+# glob selects a tier across the workspace; the pure tier adds the unit tests, the doc tests
+# and the examples' build.
+failed=0
+for t in $tiers; do
+  case $t in
+    pure)
+      tier pure cargo test --workspace --locked --lib --bins --examples --test 'pure*' || failed=1
+      tier pure-doc cargo test --workspace --locked --doc || failed=1 ;;
+    kwok) tier kwok cargo test --workspace --locked --test 'kwok*' || failed=1 ;;
+    real) tier real cargo test --workspace --locked --test 'real*' || failed=1 ;;
+  esac
+done
+printf '[test.sh] %s\n' "${summary[@]}" >&2
+exit "$failed"

@@ -360,8 +360,12 @@ impl OpenStack {
         user: &str,
         password: &str,
     ) -> Result<()> {
-        let mut sql =
-            format!("CREATE USER IF NOT EXISTS '{user}'@'%' IDENTIFIED BY '{password}';\n");
+        // ALTER as well: the OpenStack is shared by every test of a run, and a user an earlier
+        // test created keeps its old password under CREATE ... IF NOT EXISTS alone.
+        let mut sql = format!(
+            "CREATE USER IF NOT EXISTS '{user}'@'%' IDENTIFIED BY '{password}';\n\
+             ALTER USER '{user}'@'%' IDENTIFIED BY '{password}';\n"
+        );
         for db in databases {
             sql.push_str(&format!(
                 "CREATE DATABASE IF NOT EXISTS `{db}`;\nGRANT ALL PRIVILEGES ON `{db}`.* TO '{user}'@'%';\n"
@@ -437,6 +441,47 @@ impl OpenStack {
             &service_url(PLACEMENT, Ports::PLACEMENT),
         )
         .await
+    }
+
+    /// Removes the resource provider named `name` from Placement, with the allocations of every
+    /// consumer on it, if it exists: a compute host an earlier test of the run registered under
+    /// the same name (against schemas since dropped) would otherwise hold the name, and the new
+    /// compute node's provider (a new uuid) would be refused with 409.
+    pub async fn forget_resource_provider(&self, name: &str) -> Result<()> {
+        let placement = self.endpoint(PLACEMENT, Ports::PLACEMENT).await?;
+        let token = self.admin_token().await?;
+        let headers = [
+            ("X-Auth-Token", token.as_str()),
+            ("OpenStack-API-Version", "placement 1.10"),
+        ];
+        let context = "forgetting a resource provider";
+        let get = |path: String| async move {
+            let r = http::request(placement, "GET", &path, &headers, None).await?;
+            if r.status != 200 {
+                return Err(invalid(context, format!("GET {path} answered {}", r.status)));
+            }
+            r.json()
+        };
+        let delete = |path: String| async move {
+            let r = http::request(placement, "DELETE", &path, &headers, None).await?;
+            if r.status == 204 || r.status == 404 {
+                Ok(())
+            } else {
+                Err(invalid(context, format!("DELETE {path} answered {}", r.status)))
+            }
+        };
+        let providers = get(format!("/resource_providers?name={name}")).await?;
+        for provider in providers["resource_providers"].as_array().into_iter().flatten() {
+            let Some(uuid) = provider["uuid"].as_str() else {
+                continue;
+            };
+            let allocations = get(format!("/resource_providers/{uuid}/allocations")).await?;
+            for consumer in allocations["allocations"].as_object().into_iter().flatten().map(|(c, _)| c) {
+                delete(format!("/allocations/{consumer}")).await?;
+            }
+            delete(format!("/resource_providers/{uuid}")).await?;
+        }
+        Ok(())
     }
 
     /// Adds a catalog service of `service_type` with public, internal and admin endpoints at

@@ -153,14 +153,32 @@ pub async fn pod_of(client: &kube::Client, ns: &str, app: &str) -> Result<Pod> {
         .ok_or_else(|| invalid("finding a pod", format!("no pod of {ns}/{app}")))
 }
 
+/// The proof Nova's schemas (its cell mappings name them in `DB_SYNC`).
+const PROOF_SCHEMAS: [&str; 3] = ["nova_api", "nova_cell0", "nova_cell1"];
+/// The proof Nova's fake-driver compute host.
+pub const PROOF_COMPUTE_HOST: &str = "proof-compute-0";
+
 /// The schemas, the credential Secrets and the `proof-config` ConfigMap (nova.conf, plus
 /// `compute.conf` for a fake-driver compute host `proof-compute-0`) in `ns`.
+///
+/// Every proof starts fresh: the OpenStack is shared by the tests of a run, so the schemas an
+/// earlier proof synced (its cells, hosts and services) are dropped and its compute host's
+/// resource provider is removed from Placement first.
 pub async fn setup(os: &OpenStack, client: &kube::Client, ns: &str) -> Result<()> {
     os.expose_in(client, ns).await?;
+    os.run_sql(
+        &format!("proof-reset-{ns}"),
+        &PROOF_SCHEMAS
+            .iter()
+            .map(|db| format!("DROP DATABASE IF EXISTS `{db}`;\n"))
+            .collect::<String>(),
+    )
+    .await?;
+    os.forget_resource_provider(PROOF_COMPUTE_HOST).await?;
     let db_password = random_password()?;
     os.create_databases(
         &format!("proof-{ns}"),
-        &["nova_api", "nova_cell0", "nova_cell1"],
+        &PROOF_SCHEMAS,
         "nova",
         &db_password,
     )

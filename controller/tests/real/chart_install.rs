@@ -1,0 +1,333 @@
+//! The chart installed onto the real node from the locally built images (`images/build.sh`):
+//! both Deployments become Available, the API server calls the webhook through its Service
+//! with the chart's certificate, the controller converges the sample Nova and runs the sample
+//! pool's Kubernetes rows under its own ServiceAccount with no 403 in its log (cluster-wide and
+//! namespace-scoped), an upgrade that
+//! changes only the webhook's values rolls only the webhook and keeps the generated CA, and a
+//! regenerated certificate reaches the running webhook pods by their hot reload.
+
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use kube::api::{Api, ApiResource, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use nova_api::v1alpha1::{Nova, NovaCompute};
+use nova_testkit::prelude::*;
+use nova_test_harness::{Canary, CanaryExpectation, ControlPlane, helm, wait_for_webhook};
+use serde_json::{Value, json};
+
+const INSTALL_TIMEOUT: &str = "5m";
+
+fn helm_ok(home: &Path, cp: &ControlPlane, args: &[&str]) -> String {
+    let kubeconfig = cp.kubeconfig_path().display().to_string();
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--kubeconfig", &kubeconfig]);
+    let out = helm::run(home, &all).expect("helm");
+    assert!(
+        out.success,
+        "helm {} failed:\n{}{}",
+        args.join(" "),
+        out.stdout,
+        out.stderr
+    );
+    out.stdout
+}
+
+fn install_args<'a>(verb: &'a str, release: &'a str, ns: &'a str, chart: &'a str) -> Vec<&'a str> {
+    vec![
+        verb,
+        release,
+        chart,
+        "--namespace",
+        ns,
+        "--wait",
+        "--timeout",
+        INSTALL_TIMEOUT,
+    ]
+}
+
+async fn available(client: &Client, ns: &str, name: &str) -> Deployment {
+    let deployment = Api::<Deployment>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .expect("deployment");
+    let status = deployment.status.clone().expect("status");
+    assert!(
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Available" && c.status == "True"),
+        "{name} is Available: {status:?}"
+    );
+    deployment
+}
+
+/// The API server calls the validating webhook through the Service: a Nova only the webhook
+/// rejects is denied with its message.
+async fn webhook_denies(client: &Client, ns: &str) {
+    webhook_denies_within(client, ns, Duration::from_secs(60)).await;
+}
+
+async fn webhook_denies_within(client: &Client, ns: &str, within: Duration) {
+    let mut nova = serde_json::to_value(example(ns)).expect("json");
+    nova["metadata"]["name"] = "canary-api".into();
+    wait_for_webhook(
+        client,
+        &Canary {
+            resource: ApiResource::erase::<Nova>(&()),
+            namespace: Some(ns.to_owned()),
+            object: nova,
+            expect: CanaryExpectation::DeniedWith(
+                "admission webhook \"vnova.kb.io\" denied the request".into(),
+            ),
+        },
+        within,
+    )
+    .await
+    .expect("the validating webhook answers through its Service");
+}
+
+/// Every log line of the component's pods.
+async fn component_logs(client: &Client, ns: &str, component: &str) -> String {
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&format!("app.kubernetes.io/component={component}")))
+        .await
+        .expect("pods");
+    let mut text = String::new();
+    for pod in pods {
+        text += &nova_test_harness::pods::logs(client, ns, &pod.name_any(), component)
+            .await
+            .expect("logs");
+    }
+    text
+}
+
+/// The kwok node nova's and the pool's pods are placed on.
+const KWOK_NODE: &str = "kwok-node-0";
+
+fn kwok_tolerations() -> Value {
+    json!([{"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}])
+}
+
+/// The sample Nova with its five workloads and its Jobs placed on the kwok node: this test is
+/// about the operator's pods, so nova's own pods are faked (ready or complete at once) rather
+/// than run without a database; `real_openstack.rs` runs nova for real.
+fn sample_on_kwok(ns: &str) -> Nova {
+    let mut nova = serde_json::to_value(example(ns)).expect("json");
+    let on_kwok = json!({
+        "nodeSelector": {"kubernetes.io/hostname": KWOK_NODE},
+        "tolerations": kwok_tolerations(),
+    });
+    for block in ["api", "conductor", "scheduler", "metadata", "consoleProxy"] {
+        let mut deployment = on_kwok.clone();
+        deployment["replicas"] = 1.into();
+        nova["spec"][block]["deployment"] = deployment;
+    }
+    nova["spec"]["jobs"] = on_kwok;
+    serde_json::from_value(nova).expect("Nova")
+}
+
+/// The sample pool on the kwok node, beside the sample Nova: the controller runs the pool's
+/// Kubernetes rows (NovaRef through ComputeVPA: the Nova and its contract, the node, the pool
+/// ConfigMap, the DaemonSet kwok makes ready, the VPA) and reaches its first OpenStack row,
+/// which reports the Keystone nothing answers here (`novacompute_real` and the main job run a
+/// pool against the real OpenStack).
+async fn pool_reaches_openstack(client: &Client, ns: &str) {
+    let labels = json!({"metadata": {"labels": {
+        POOL_LABEL: ns, "topology.kubernetes.io/zone": "zone-a"
+    }}});
+    Api::<Node>::all(client.clone())
+        .patch(KWOK_NODE, &PatchParams::default(), &Patch::Merge(labels))
+        .await
+        .expect("label the kwok node");
+    let mut pool = sample_pool(ns, ns);
+    pool["spec"]["tolerations"] = kwok_tolerations();
+    let pools: Api<NovaCompute> = Api::namespaced(client.clone(), ns);
+    pools
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(pool).expect("a NovaCompute"),
+        )
+        .await
+        .expect("create the sample pool");
+    wait_pool_for(
+        &pools,
+        "pool-a",
+        "its OpenStack rows (DaemonSetReady True, AggregatesReady present)",
+        Duration::from_secs(300),
+        |p| holds(p, "DaemonSetReady", "True") && condition_of(p, "AggregatesReady").is_some(),
+    )
+    .await
+    .expect("the pool reached its OpenStack rows");
+}
+
+/// The sample Nova converges and the sample pool reaches its OpenStack rows under the
+/// controller's ServiceAccount, and nothing was forbidden.
+async fn converges_without_403(client: &Client, release_ns: &str, ns: &str) {
+    provide_inputs(client, ns).await;
+    let novas: Api<Nova> = Api::namespaced(client.clone(), ns);
+    novas
+        .create(&PostParams::default(), &sample_on_kwok(ns))
+        .await
+        .expect("create the sample Nova");
+    // Through DeploymentReady: the workloads run on the kwok node here, so no nova-api answers
+    // the in-cluster operator's health probe.
+    wait_true(&novas, "nova", &CONVERGED[..7], || Ok(())).await;
+    pool_reaches_openstack(client, ns).await;
+    let logs = component_logs(client, release_ns, "controller").await;
+    assert!(!logs.is_empty(), "the controller logs");
+    // A denied request shows as the API error's reason and code (a bare "403" would match
+    // timestamps).
+    for needle in [
+        "forbidden",
+        "Forbidden",
+        "code: 403",
+        "\"code\":403",
+        " 403 ",
+    ] {
+        assert!(
+            !logs.contains(needle),
+            "the controller's log has {needle}:\n{logs}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_chart_runs_the_operator_on_the_real_node() {
+    let _stack = nova_testkit::stack::exclusive().await;
+    assert!(
+        nova_test_harness::images::operator_manifest_path().is_file(),
+        "the operator images are not built: run images/build.sh"
+    );
+    let cp = nova_test_harness::shared_real_node()
+        .await
+        .expect("control plane with the real node");
+    let client = cp.client().expect("client");
+    let home = tempfile::tempdir().expect("helm home");
+    let chart = helm::chart_dir().display().to_string();
+
+    // Cluster-wide install.
+    let release_ns = cp.namespace("nova-system").await.expect("namespace");
+    helm_ok(
+        home.path(),
+        cp,
+        &install_args("install", "nova-operator", &release_ns, &chart),
+    );
+    let controller = available(&client, &release_ns, "nova-operator-controller").await;
+    let webhook = available(&client, &release_ns, "nova-operator-webhook").await;
+    let ns = cp.namespace("nova-chart").await.expect("namespace");
+    webhook_denies(&client, &ns).await;
+    converges_without_403(&client, &release_ns, &ns).await;
+
+    // An upgrade that changes only the webhook's values rolls only the webhook, and keeps
+    // the generated certificate (lookup).
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &release_ns);
+    let tls = secrets
+        .get("nova-operator-webhook-tls")
+        .await
+        .expect("tls")
+        .data;
+    let configs: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let bundle = |c: ValidatingWebhookConfiguration| {
+        c.webhooks.unwrap_or_default()[0]
+            .client_config
+            .ca_bundle
+            .clone()
+    };
+    let ca = bundle(configs.get("nova-operator").await.expect("config"));
+    let mut args = install_args("upgrade", "nova-operator", &release_ns, &chart);
+    args.extend_from_slice(&["--set", "webhook.logLevel=debug"]);
+    helm_ok(home.path(), cp, &args);
+    let controller_after = available(&client, &release_ns, "nova-operator-controller").await;
+    let webhook_after = available(&client, &release_ns, "nova-operator-webhook").await;
+    assert_eq!(
+        controller_after.metadata.generation, controller.metadata.generation,
+        "the controller Deployment is untouched"
+    );
+    assert_eq!(
+        webhook_after.metadata.generation,
+        webhook.metadata.generation.map(|g| g + 1),
+        "the webhook Deployment rolled once"
+    );
+    assert_eq!(
+        secrets
+            .get("nova-operator-webhook-tls")
+            .await
+            .expect("tls")
+            .data,
+        tls,
+        "the serving certificate survives the upgrade"
+    );
+    assert_eq!(
+        bundle(configs.get("nova-operator").await.expect("config")),
+        ca,
+        "the CA bundle survives the upgrade"
+    );
+    webhook_denies(&client, &ns).await;
+
+    // A new certificate (the Secret removed, the next upgrade generates a new CA) reaches the
+    // running webhook pods through the mounted Secret: the hot reload, no restart.
+    let pods = |client: Client, ns: String| async move {
+        let listed = Api::<Pod>::namespaced(client, &ns)
+            .list(&ListParams::default().labels("app.kubernetes.io/component=webhook"))
+            .await
+            .expect("pods");
+        let mut names: Vec<String> = listed
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .map(ResourceExt::name_any)
+            .collect();
+        names.sort();
+        names
+    };
+    let before = pods(client.clone(), release_ns.clone()).await;
+    secrets
+        .delete("nova-operator-webhook-tls", &Default::default())
+        .await
+        .expect("delete the serving Secret");
+    helm_ok(home.path(), cp, &args);
+    let rotated = bundle(configs.get("nova-operator").await.expect("config"));
+    assert_ne!(rotated, ca, "a new CA was generated");
+    webhook_denies_within(&client, &ns, Duration::from_secs(180)).await;
+    assert_eq!(
+        pods(client.clone(), release_ns.clone()).await,
+        before,
+        "the same webhook pods serve the new certificate"
+    );
+    helm_ok(
+        home.path(),
+        cp,
+        &[
+            "uninstall",
+            "nova-operator",
+            "--namespace",
+            &release_ns,
+            "--wait",
+        ],
+    );
+
+    // Namespace-scoped install: Roles only, the controller under --namespace.
+    let scoped = cp.namespace("nova-scoped").await.expect("namespace");
+    let mut args = install_args("install", "nova-scoped", &scoped, &chart);
+    args.extend_from_slice(&[
+        "--set",
+        "rbac.scope=namespace",
+        "--set",
+        "webhook.replicas=1",
+    ]);
+    helm_ok(home.path(), cp, &args);
+    available(&client, &scoped, "nova-scoped-nova-operator-controller").await;
+    available(&client, &scoped, "nova-scoped-nova-operator-webhook").await;
+    webhook_denies(&client, &scoped).await;
+    converges_without_403(&client, &scoped, &scoped).await;
+    helm_ok(
+        home.path(),
+        cp,
+        &["uninstall", "nova-scoped", "--namespace", &scoped, "--wait"],
+    );
+}

@@ -1,0 +1,16 @@
+//! The real tier, one binary: the real node and the real OpenStack, started once per run on
+//! first use and shared by every test here (`testkit::stack`), so no release is deployed twice.
+//! The harness's own proofs of the node and the OpenStack are here too, beside the operator's
+//! suites; only the node-teardown proof (`tests/tests/real_node_teardown.rs`) keeps a binary of
+//! its own, since it must own the node from start to end.
+
+mod chart_install;
+mod node;
+mod nova_db_guards;
+mod nova_real;
+mod novacompute_openstack;
+mod novacompute_real;
+mod openstack_client;
+mod openstack_outages;
+mod openstack_proofs;
+mod pools;

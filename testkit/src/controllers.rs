@@ -1,0 +1,179 @@
+//! The controllers under test, started in-process on the test's runtime once their caches
+//! synced, and the probes of their progress (passes counted from their own metrics, a CR woken
+//! without a change).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+use nova_controller::clusters::{LocalCluster, Registry};
+use nova_controller::metrics::Metrics;
+use nova_controller::pipeline::runner::Options;
+use nova_controller::{nova, novacompute};
+use serde_json::json;
+
+use crate::fixtures::TIMEOUT;
+use crate::logs;
+use crate::wait::{Seen, Wait};
+
+/// A simulated nova-api (no pod runs under kwok): on 127.0.0.1, it answers every request with
+/// 200 and a version document, the HealthCheck step's target in these suites.
+pub async fn simulated_nova_api() -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = [0u8; 4096];
+                let _ = socket.read(&mut request).await;
+                let body = r#"{"versions": [{"id": "v2.1", "status": "CURRENT"}]}"#;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    address
+}
+
+/// Starts the Nova controller in-process, scoped to one namespace, once its caches synced; its
+/// API health probes reach a [`simulated_nova_api`].
+pub async fn start_controller(client: Client, ns: &str) -> Metrics {
+    start_controller_probing(client, ns, simulated_nova_api().await).await
+}
+
+/// Starts the Nova controller in-process, scoped to one namespace, once its caches synced; its
+/// API health probes connect to `probe` (it runs outside the cluster, where Service names do
+/// not resolve).
+pub async fn start_controller_probing(
+    client: Client,
+    ns: &str,
+    probe: std::net::SocketAddr,
+) -> Metrics {
+    start_controller_placing(client, ns, probe, None).await
+}
+
+/// Starts the Nova controller in-process over every namespace, once its caches synced; its
+/// API health probes connect to `probe`.
+pub async fn start_controller_everywhere(client: Client, probe: std::net::SocketAddr) -> Metrics {
+    let registry = Registry::default()
+        .register(nova::controller::kinds())
+        .probe_services_at(Some(probe));
+    start_on(client, None, registry, None, |c, m, cluster, o| {
+        nova::controller::run(c, m, cluster, o, futures::future::pending())
+    })
+    .await
+}
+
+/// Like [`start_controller_probing`], with the registered target clusters `targets`.
+pub async fn start_controller_placing(
+    client: Client,
+    ns: &str,
+    probe: std::net::SocketAddr,
+    targets: Option<Arc<nova_controller::clusters::Fleet>>,
+) -> Metrics {
+    let registry = Registry::default()
+        .register(nova::controller::kinds())
+        .probe_services_at(Some(probe));
+    let scope = Some(ns.to_owned());
+    start_on(client, scope, registry, targets, |c, m, cluster, o| {
+        nova::controller::run(c, m, cluster, o, futures::future::pending())
+    })
+    .await
+}
+
+/// Starts a controller (`run`) in-process on a handle over `registry` watching `scope` (and
+/// the target clusters `targets`), once the handle's caches synced; returns the controller's
+/// metrics.
+async fn start_on<F, Run>(
+    client: Client,
+    scope: Option<String>,
+    registry: Registry,
+    targets: Option<Arc<nova_controller::clusters::Fleet>>,
+    run: F,
+) -> Metrics
+where
+    F: FnOnce(Client, Metrics, Arc<LocalCluster>, Options) -> Run,
+    Run: Future<Output = ()> + Send + 'static,
+{
+    logs::capture();
+    let metrics = Metrics::new().expect("metrics");
+    let cluster = LocalCluster::start(client.clone(), scope.clone(), registry).await;
+    cluster.synced().await;
+    let options = Options {
+        scope,
+        concurrency: 2,
+        instance: None,
+        targets,
+    };
+    tokio::spawn(run(client, metrics.clone(), cluster, options));
+    metrics
+}
+
+/// Starts the NovaCompute controller in-process, cluster-wide (the Node label watch exists only
+/// there), on a handle with both controllers' kinds added to `registry`, once its caches synced.
+pub async fn start_novacompute(client: Client, registry: Registry) -> Metrics {
+    start_novacompute_placing(client, registry, None).await
+}
+
+/// Like [`start_novacompute`], with the registered target clusters `targets`.
+pub async fn start_novacompute_placing(
+    client: Client,
+    registry: Registry,
+    targets: Option<Arc<nova_controller::clusters::Fleet>>,
+) -> Metrics {
+    let registry = registry
+        .register(nova::controller::kinds())
+        .register(novacompute::controller::kinds());
+    start_on(client, None, registry, targets, |c, m, cluster, o| {
+        novacompute::controller::run(c, m, cluster, o, futures::future::pending())
+    })
+    .await
+}
+
+/// Wakes the CR `name` without changing anything it reads: an annotation edit (to `value`)
+/// passes the CR watch's predicate.
+pub async fn touch<K>(api: &Api<K>, name: &str, value: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let touch = json!({"metadata": {"annotations": {"test.nova/touch": value}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(touch))
+        .await
+        .expect("touch");
+}
+
+/// Wakes the CR `name` five times without changing anything it reads (an annotation edit
+/// passes the CR watch's predicate), each time waiting for the pass `passes` counts.
+pub async fn touch_five_times<K>(api: &Api<K>, name: &str, label: &str, passes: impl Fn() -> u64)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let passes_before = passes();
+    for i in 0..5u64 {
+        touch(api, name, &format!("{label}-{i}")).await;
+        let wanted = passes_before + i + 1;
+        Wait::new(format!("touch {i} to wake the controller"), TIMEOUT)
+            .until(|| async {
+                match passes() {
+                    n if n >= wanted => Seen::Done(()),
+                    n => Seen::Saw(format!("{n} passes, {wanted} wanted")),
+                }
+            })
+            .await
+            .expect("the touch woke the controller");
+    }
+}
+
+pub fn passes(metrics: &Metrics) -> u64 {
+    metrics
+        .reconcile_duration
+        .with_label_values(&["Secrets"])
+        .get_sample_count()
+}

@@ -1,0 +1,48 @@
+//! The Events recorded in a namespace or on one object.
+
+use k8s_openapi::api::core::v1::Event;
+use kube::Client;
+use kube::api::{Api, ListParams};
+
+/// Every event reason published in `ns`, oldest first.
+pub async fn event_reasons(client: &Client, ns: &str) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let mut listed = events
+        .list(&ListParams::default())
+        .await
+        .expect("events")
+        .items;
+    listed.sort_by_key(|e| e.metadata.creation_timestamp.clone());
+    listed.into_iter().filter_map(|e| e.reason).collect()
+}
+
+/// How often an event was recorded: kube's Recorder records a repeat within its cache window
+/// as `series.count` on the same Event (a patch), never as a new Event or in `count`.
+pub fn occurrences(event: &Event) -> i32 {
+    let series = event.series.as_ref().and_then(|s| s.count).unwrap_or(1);
+    series.max(event.count.unwrap_or(1))
+}
+
+/// The events recorded on the object `name` in `ns`, oldest first: (reason, note, how often).
+pub async fn events_on(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> kube::Result<Vec<(String, String, i32)>> {
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let mut listed = events
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await?
+        .items;
+    listed.sort_by_key(|e| e.metadata.creation_timestamp.clone());
+    Ok(listed
+        .into_iter()
+        .map(|e| {
+            (
+                e.reason.clone().unwrap_or_default(),
+                e.message.clone().unwrap_or_default(),
+                occurrences(&e),
+            )
+        })
+        .collect())
+}

@@ -1,0 +1,3 @@
+//! The harness's pure tier: the build scripts' stamps.
+
+mod build_scripts;

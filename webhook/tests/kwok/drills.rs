@@ -1,0 +1,410 @@
+//! Fault drills of the admission webhook behind the real API server, under load: eight clients
+//! create and update Novas and try an invalid one (a name ending in `-api`, which only the
+//! webhook rejects) as fast as the API server answers, while the real `nova-webhook` process is
+//! SIGKILLed and restarted, or its serving certificate is rotated (same CA, then a CA roll
+//! through an old+new `caBundle`). Every outcome is tallied per phase and printed; the drills
+//! then check that nothing was ever admitted without the webhook: every stored Nova carries
+//! the webhook's defaults (the updates remove one, so an update admitted without defaulting
+//! shows too) and no `-api` Nova exists. Needs the control-plane binaries.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use nova_certs::CertificateAuthority;
+use nova_test_harness::local_webhook::{
+    CertDir, LocalWebhook, example_named, nova_registration, nova_resource,
+};
+use nova_test_harness::{
+    Canary, CanaryExpectation, WebhookRegistration, register_webhooks, shared, unregister_webhooks,
+    wait_for_webhook,
+};
+use serde_json::json;
+
+use nova_testkit::fixtures::EXAMPLE_NOVA_YAML as EXAMPLE_NOVA;
+const CLIENTS: usize = 8;
+/// The API server's text when a failing-closed webhook cannot be called.
+const REFUSED: &str = "failed calling webhook";
+/// The webhook's own denial of the invalid Nova.
+const DENIED: &str = "name must not end in \"-api\"";
+
+/// What one request asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Op {
+    CreateValid,
+    UpdateValid,
+    CreateInvalid,
+}
+
+/// How the API server answered.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Outcome {
+    Admitted,
+    /// Refused because the webhook could not be called (failurePolicy Fail).
+    Refused,
+    /// Denied by the webhook.
+    Denied,
+    /// Anything else, with the API server's message.
+    Other(String),
+}
+
+/// Outcomes per (phase, op); a request whose phase changed while it was in flight counts
+/// under [`IN_FLIGHT_ACROSS`].
+type Tally = BTreeMap<(&'static str, Op, Outcome), usize>;
+const IN_FLIGHT_ACROSS: &str = "across a phase change";
+
+/// The named phases of a drill, switched by the test while the clients run.
+struct Phases {
+    names: &'static [&'static str],
+    current: AtomicUsize,
+}
+
+impl Phases {
+    fn name(&self, index: usize) -> &'static str {
+        self.names[index]
+    }
+
+    fn enter(&self, name: &str) {
+        let index = self.names.iter().position(|n| *n == name).unwrap();
+        self.current.store(index, Ordering::SeqCst);
+        eprintln!("drill: phase {name}");
+    }
+}
+
+/// The clients hammering the API server until stopped.
+struct Load {
+    stop: Arc<AtomicBool>,
+    tally: Arc<Mutex<Tally>>,
+    clients: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(client: &kube::Client, ns: &str, phases: &Arc<Phases>) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tally = Arc::new(Mutex::new(Tally::new()));
+        let novas: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), ns, &nova_resource("Nova", "novas"));
+        let clients = (0..CLIENTS)
+            .map(|id| {
+                let (novas, ns, stop, tally, phases) = (
+                    novas.clone(),
+                    ns.to_owned(),
+                    stop.clone(),
+                    tally.clone(),
+                    phases.clone(),
+                );
+                tokio::spawn(async move {
+                    let mut created: Option<String> = None;
+                    let mut i = 0usize;
+                    while !stop.load(Ordering::SeqCst) {
+                        let before = phases.current.load(Ordering::SeqCst);
+                        let (op, outcome) = one_request(&novas, &ns, id, i, &mut created).await;
+                        let after = phases.current.load(Ordering::SeqCst);
+                        let phase = if before == after {
+                            phases.name(before)
+                        } else {
+                            IN_FLIGHT_ACROSS
+                        };
+                        *tally
+                            .lock()
+                            .unwrap()
+                            .entry((phase, op, outcome))
+                            .or_default() += 1;
+                        i += 1;
+                    }
+                })
+            })
+            .collect();
+        Self {
+            stop,
+            tally,
+            clients,
+        }
+    }
+
+    async fn finish(self) -> Tally {
+        self.stop.store(true, Ordering::SeqCst);
+        for client in self.clients {
+            client.await.unwrap();
+        }
+        let tally = self.tally.lock().unwrap().clone();
+        for ((phase, op, outcome), n) in &tally {
+            eprintln!("drill: {phase:>24} {op:?} {outcome:?}: {n}");
+        }
+        tally
+    }
+}
+
+/// Request `i` of client `id`: a valid create, an update of the last Nova this client
+/// created (removing the defaulted username and changing the region), or the invalid create.
+async fn one_request(
+    novas: &Api<DynamicObject>,
+    ns: &str,
+    id: usize,
+    i: usize,
+    created: &mut Option<String>,
+) -> (Op, Outcome) {
+    let post = PostParams::default();
+    let result = match (i % 3, created.as_ref()) {
+        (2, _) => {
+            let nova = example_named(EXAMPLE_NOVA, &format!("x{id}-{i}-api"), ns).unwrap();
+            let nova = serde_json::from_value(nova).unwrap();
+            (Op::CreateInvalid, novas.create(&post, &nova).await)
+        }
+        (1, Some(name)) => {
+            let edit = Patch::Merge(
+                json!({"spec": {"serviceUser": {"username": null}, "region": format!("R{i}")}}),
+            );
+            let params = PatchParams::default();
+            (Op::UpdateValid, novas.patch(name, &params, &edit).await)
+        }
+        _ => {
+            let name = format!("d{id}-{i}");
+            let nova = example_named(EXAMPLE_NOVA, &name, ns).unwrap();
+            let result = novas
+                .create(&post, &serde_json::from_value(nova).unwrap())
+                .await;
+            if result.is_ok() {
+                *created = Some(name);
+            }
+            (Op::CreateValid, result)
+        }
+    };
+    let outcome = match result.1 {
+        Ok(_) => Outcome::Admitted,
+        Err(kube::Error::Api(status)) if status.message.contains(REFUSED) => Outcome::Refused,
+        Err(kube::Error::Api(status)) if status.message.contains(DENIED) => Outcome::Denied,
+        Err(e) => Outcome::Other(e.to_string()),
+    };
+    (result.0, outcome)
+}
+
+/// The requests of `phase` that did not get the answer a working webhook gives.
+fn wrong_while_up(tally: &Tally, phase: &str) -> Vec<String> {
+    tally
+        .iter()
+        .filter(|((p, op, outcome), _)| {
+            *p == phase
+                && match op {
+                    Op::CreateInvalid => *outcome != Outcome::Denied,
+                    Op::CreateValid | Op::UpdateValid => *outcome != Outcome::Admitted,
+                }
+        })
+        .map(|((p, op, outcome), n)| format!("{p}: {op:?} {outcome:?} x{n}"))
+        .collect()
+}
+
+fn count(tally: &Tally, phase: &str) -> usize {
+    tally
+        .iter()
+        .filter(|((p, _, _), _)| *p == phase)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// Every stored Nova was defaulted by the webhook (also after its last update) and none is
+/// the invalid one; returns how many there are.
+async fn every_stored_nova_went_through_the_webhook(client: &kube::Client, ns: &str) -> usize {
+    let novas: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &nova_resource("Nova", "novas"));
+    let stored = novas.list(&ListParams::default()).await.unwrap().items;
+    for nova in &stored {
+        let name = nova.metadata.name.clone().unwrap_or_default();
+        assert!(!name.ends_with("-api"), "{name} was admitted unvalidated");
+        let spec = &nova.data["spec"];
+        assert_eq!(
+            (
+                &spec["serviceUser"]["username"],
+                &spec["scheduler"]["workers"]
+            ),
+            (&json!("nova"), &json!(2)),
+            "{name} was admitted undefaulted: {spec}"
+        );
+    }
+    stored.len()
+}
+
+/// The webhook process and its registration in a fresh namespace, checked to be called.
+struct Drill {
+    client: kube::Client,
+    ns: String,
+    webhook: LocalWebhook,
+    registration: WebhookRegistration,
+    certs: CertDir,
+    _dir: tempfile::TempDir,
+}
+
+impl Drill {
+    async fn start(prefix: &str, ca: &CertificateAuthority) -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let cp = shared().await.expect("control plane");
+        let ns = cp.namespace(prefix).await.expect("namespace");
+        let client = cp.client().expect("client");
+        let dir = tempfile::tempdir().unwrap();
+        let leaf = ca.issue_serving("nova-webhook", &["127.0.0.1"]).unwrap();
+        let certs = CertDir::new(dir.path(), &leaf.cert_pem, &leaf.key_pem).unwrap();
+        let webhook = LocalWebhook::start(
+            env!("CARGO_BIN_EXE_nova-webhook").as_ref(),
+            &certs,
+            1,
+            cp,
+            &ns,
+        )
+        .await
+        .expect("nova-webhook starts and is ready");
+        let registration = nova_registration(
+            &format!("nova-webhook-{ns}"),
+            &ns,
+            &webhook.url_base(),
+            ca.cert_pem(),
+        );
+        let drill = Self {
+            client,
+            ns,
+            webhook,
+            registration,
+            certs,
+            _dir: dir,
+        };
+        drill.register_and_wait().await;
+        drill
+    }
+
+    /// (Re-)registers and waits until the API server calls the webhook.
+    async fn register_and_wait(&self) {
+        register_webhooks(&self.client, &self.registration)
+            .await
+            .expect("registration");
+        let canary = example_named(EXAMPLE_NOVA, "canary-api", &self.ns).unwrap();
+        wait_for_webhook(
+            &self.client,
+            &Canary {
+                resource: nova_resource("Nova", "novas"),
+                namespace: Some(self.ns.clone()),
+                object: canary,
+                expect: CanaryExpectation::DeniedWith(DENIED.into()),
+            },
+            Duration::from_secs(60),
+        )
+        .await
+        .expect("the webhook is called");
+    }
+
+    /// Waits until the webhook has logged `n` certificate reloads.
+    async fn wait_for_reloads(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self
+            .webhook
+            .log_lines_containing("serving certificate reloaded")
+            < n
+        {
+            assert!(Instant::now() < deadline, "the webhook did not reload {n}x");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn end(self) {
+        unregister_webhooks(&self.client, &self.registration.name)
+            .await
+            .expect("unregister");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killed_webhook_fails_closed_under_load_and_recovers_after_restart() {
+    let ca = CertificateAuthority::new("nova-webhook CA").unwrap();
+    let mut drill = Drill::start("drill-webhook-kill", &ca).await;
+    let phases = Arc::new(Phases {
+        names: &["up", "killing", "killed", "restarting", "restarted"],
+        current: AtomicUsize::new(0),
+    });
+    let started = Instant::now();
+    let load = Load::start(&drill.client, &drill.ns, &phases);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    // A request in flight at the kill is refused: it belongs to no phase asserted on.
+    phases.enter("killing");
+    drill.webhook.kill().expect("SIGKILL");
+    phases.enter("killed");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    phases.enter("restarting");
+    let restart = Instant::now();
+    drill.webhook.restart().await.expect("restart");
+    eprintln!(
+        "drill: restarted webhook ready after {:?}",
+        restart.elapsed()
+    );
+    phases.enter("restarted");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let tally = load.finish().await;
+    eprintln!("drill: webhook kill drill ran {:?}", started.elapsed());
+
+    for phase in ["up", "killed", "restarted"] {
+        assert!(count(&tally, phase) > 0, "no request in phase {phase}");
+    }
+    let mut wrong = wrong_while_up(&tally, "up");
+    wrong.extend(wrong_while_up(&tally, "restarted"));
+    wrong.extend(
+        tally
+            .iter()
+            .filter(|((p, _, outcome), _)| *p == "killed" && *outcome != Outcome::Refused)
+            .map(|((p, op, outcome), n)| format!("{p}: {op:?} {outcome:?} x{n}")),
+    );
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    let stored = every_stored_nova_went_through_the_webhook(&drill.client, &drill.ns).await;
+    eprintln!("drill: {stored} Novas stored, each defaulted and validated");
+    drill.end().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn serving_certificate_rotation_and_ca_roll_under_load_fail_no_request() {
+    let old_ca = CertificateAuthority::new("nova-webhook CA").unwrap();
+    let new_ca = CertificateAuthority::new("nova-webhook CA").unwrap();
+    let mut drill = Drill::start("drill-webhook-rotation", &old_ca).await;
+    let phases = Arc::new(Phases {
+        names: &["rotation"],
+        current: AtomicUsize::new(0),
+    });
+    let started = Instant::now();
+    let load = Load::start(&drill.client, &drill.ns, &phases);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // A new leaf from the same CA.
+    let leaf = old_ca
+        .issue_serving("nova-webhook", &["127.0.0.1"])
+        .unwrap();
+    drill.certs.rotate(&leaf.cert_pem, &leaf.key_pem).unwrap();
+    drill.wait_for_reloads(1).await;
+    eprintln!("drill: serving a new leaf of the same CA");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // The CA roll: trust both, serve the new CA's leaf, then trust only the new CA.
+    drill.registration.ca_bundle_pem = format!("{}{}", old_ca.cert_pem(), new_ca.cert_pem());
+    drill.register_and_wait().await;
+    // The API server picks the configuration up from its informer; give it time to, as a
+    // CA-injecting controller does, before the leaf changes.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let leaf = new_ca
+        .issue_serving("nova-webhook", &["127.0.0.1"])
+        .unwrap();
+    drill.certs.rotate(&leaf.cert_pem, &leaf.key_pem).unwrap();
+    drill.wait_for_reloads(2).await;
+    eprintln!("drill: serving the new CA's leaf with both CAs trusted");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    drill.registration.ca_bundle_pem = new_ca.cert_pem().to_owned();
+    drill.register_and_wait().await;
+    eprintln!("drill: only the new CA trusted");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let tally = load.finish().await;
+    eprintln!("drill: rotation drill ran {:?}", started.elapsed());
+
+    assert!(count(&tally, "rotation") > 0);
+    let wrong = wrong_while_up(&tally, "rotation");
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    let stored = every_stored_nova_went_through_the_webhook(&drill.client, &drill.ns).await;
+    eprintln!("drill: {stored} Novas stored, each defaulted and validated");
+    drill.end().await;
+}
