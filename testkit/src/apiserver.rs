@@ -90,3 +90,11 @@ pub async fn requests(client: &Client, resources: &[&str], verbs: &[&str]) -> u6
     })
     .await
 }
+
+/// Lets a controller go idle before (or after) a window the request counters measure: they
+/// must not catch the tail of a pass an earlier step woke (or miss the requests of the last
+/// pass of the window), and nothing the controller publishes says it went idle, so this is a
+/// sleep, not a wait for state.
+pub async fn quiet_window(length: std::time::Duration) {
+    tokio::time::sleep(length).await;
+}

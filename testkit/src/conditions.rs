@@ -18,9 +18,7 @@ pub trait Conditioned {
 
     /// The condition `type_`, when the status has it.
     fn condition(&self, type_: Self::Type) -> Option<&Condition> {
-        self.conditions()
-            .iter()
-            .find(|c| c.type_ == type_.as_ref())
+        self.conditions().iter().find(|c| c.type_ == type_.as_ref())
     }
 
     /// The condition's reason, when present.

@@ -32,7 +32,11 @@ pub async fn report(
         describe_events(&mut out, client, ns, name).await;
         let tail = logs::tail(ns);
         if !tail.is_empty() {
-            let _ = writeln!(out, "  controller log about {ns} (last {} lines):", tail.len());
+            let _ = writeln!(
+                out,
+                "  controller log about {ns} (last {} lines):",
+                tail.len()
+            );
             for line in tail {
                 let _ = writeln!(out, "    {line}");
             }
@@ -78,7 +82,12 @@ async fn describe_events(out: &mut String, client: &Client, ns: &str, name: &str
     let mut listed = listed.items;
     listed.sort_by_key(|e| e.metadata.creation_timestamp.clone());
     let start = listed.len().saturating_sub(EVENTS_SHOWN);
-    let _ = writeln!(out, "  events ({} of {}):", listed.len() - start, listed.len());
+    let _ = writeln!(
+        out,
+        "  events ({} of {}):",
+        listed.len() - start,
+        listed.len()
+    );
     for e in &listed[start..] {
         let _ = writeln!(
             out,

@@ -36,7 +36,8 @@ pub const RABBIT_PASSWORD: &str = "rabbit-Pa55";
 
 /// The Example Nova in `ns`, selecting the SecretStore `vault` the kwok tier provides.
 pub fn example(ns: &str) -> Nova {
-    let mut nova: Nova = serde_saphyr::from_str(EXAMPLE_NOVA_YAML).expect("examples/nova.yaml parses");
+    let mut nova: Nova =
+        serde_saphyr::from_str(EXAMPLE_NOVA_YAML).expect("examples/nova.yaml parses");
     nova.metadata.namespace = Some(ns.to_owned());
     nova.spec.secret_store_ref = Some(nova_api::v1alpha1::SecretStoreRefSpec {
         kind: Some(nova_api::v1alpha1::SecretStoreKind::SecretStore),
@@ -155,4 +156,3 @@ pub const PLANTED: [&str; 5] = [
     SHARED_SECRET,
     RABBIT_PASSWORD,
 ];
-

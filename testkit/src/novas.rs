@@ -26,7 +26,12 @@ fn pool_type(type_: &str) -> NovaComputeConditionType {
 }
 
 /// A wait about the Nova `name` of `novas`.
-pub fn about_nova(novas: &Api<Nova>, name: &str, label: impl Into<String>, timeout: Duration) -> Wait {
+pub fn about_nova(
+    novas: &Api<Nova>,
+    name: &str,
+    label: impl Into<String>,
+    timeout: Duration,
+) -> Wait {
     let client = novas.clone().into_client();
     Wait::new(label, timeout).about::<Nova>(&client, namespace_of(novas).as_deref(), name)
 }
@@ -64,7 +69,11 @@ pub async fn wait_nova_until(
 
 /// The (status, reason, message) of one condition of the Nova `nova`, once it exists.
 pub async fn condition(novas: &Api<Nova>, type_: &str) -> Option<(String, String, String)> {
-    novas.get("nova").await.expect("nova").triple(nova_type(type_))
+    novas
+        .get("nova")
+        .await
+        .expect("nova")
+        .triple(nova_type(type_))
 }
 
 /// Waits until condition `type_` of the Nova `nova` carries `reason`; returns its message.
@@ -90,7 +99,9 @@ async fn wait_reason(
     })
     .await
     .expect("the Nova's condition");
-    nova.condition(t).map(|c| c.message.clone()).unwrap_or_default()
+    nova.condition(t)
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
 }
 
 /// Deletes the Nova `nova` and waits until its finalizer released it.
@@ -100,7 +111,7 @@ pub async fn delete_until_gone(novas: &Api<Nova>) {
         .await
         .expect("delete");
     about_nova(novas, "nova", "the finalizer released the Nova", TIMEOUT)
-        .until(|| async { Ok(novas.get_opt("nova").await?.is_none().then_some(())) })
+        .for_deletion(novas, "nova")
         .await
         .expect("the Nova is gone");
 }
@@ -261,5 +272,8 @@ pub async fn pool_reason_for(
         p.reason(t) == Some(reason)
     })
     .await?;
-    Ok(pool.condition(t).map(|c| c.message.clone()).unwrap_or_default())
+    Ok(pool
+        .condition(t)
+        .map(|c| c.message.clone())
+        .unwrap_or_default())
 }

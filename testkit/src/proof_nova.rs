@@ -164,4 +164,3 @@ pub async fn scale_api(client: &Client, ns: &str, replicas: i32) -> Result<()> {
         .await?;
     Ok(())
 }
-

@@ -188,15 +188,27 @@ impl Wait {
         }
     }
 
+    /// Follows the object `name` of `api` with a watch until it is gone.
+    pub async fn for_deletion<K>(self, api: &Api<K>, name: &str) -> Result<(), Timeout>
+    where
+        K: Resource + Clone + fmt::Debug + Send + DeserializeOwned + 'static,
+    {
+        let gone = |object: Option<&K>| object.is_none();
+        let watched = kube::runtime::wait::await_condition(api.clone(), name, gone);
+        match tokio::time::timeout(self.timeout, watched).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(self.give_up(format!("the watch failed: {e}")).await),
+            Err(_) => Err(self.give_up("the object is still there".into()).await),
+        }
+    }
+
     async fn give_up(self, seen: String) -> Timeout {
         let report = match &self.subject {
             Some(s) => {
                 let api = match &s.namespace {
-                    Some(ns) => Api::<DynamicObject>::namespaced_with(
-                        s.client.clone(),
-                        ns,
-                        &s.resource,
-                    ),
+                    Some(ns) => {
+                        Api::<DynamicObject>::namespaced_with(s.client.clone(), ns, &s.resource)
+                    }
                     None => Api::<DynamicObject>::all_with(s.client.clone(), &s.resource),
                 };
                 diagnose::report(&api, &s.client, s.namespace.as_deref(), &s.name).await

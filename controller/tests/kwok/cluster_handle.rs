@@ -4,7 +4,6 @@
 //! ConfigMap create race); prune and delete; and a namespace-scoped install whose only rights
 //! are a namespaced Role.
 
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

@@ -6,11 +6,11 @@
 //! (SIMULATED, see `nova_testkit::inputs`). What each drill measured is printed, never asserted as a
 //! time.
 
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::replica::Replica;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
@@ -29,9 +29,8 @@ use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
 use nova_controller::clusters::kinds as external;
-use crate::replica::Replica;
-use nova_testkit::prelude::*;
 use nova_test_harness::ControlPlane;
+use nova_testkit::prelude::*;
 use serde_json::json;
 
 /// One drill at a time: each owns a control plane, and two at once would share 2 cores.
@@ -623,8 +622,7 @@ impl Sampler {
                     let live = seen.lock().expect("leadership").live.clone();
                     let mut leaders = Vec::new();
                     for (identity, port) in live {
-                        if crate::replica::metric(port, "nova_operator_leader").await == 1.0
-                        {
+                        if crate::replica::metric(port, "nova_operator_leader").await == 1.0 {
                             leaders.push(identity);
                         }
                     }

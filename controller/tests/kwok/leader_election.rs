@@ -2,14 +2,13 @@
 //! standby takes over within the lease duration once the leader dies, and neither process
 //! logs a secret value.
 
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::replica::Replica;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
 use nova_api::v1alpha1::Nova;
-use crate::replica::Replica;
 use nova_testkit::prelude::*;
 
 const LEASE: &str = "nova-operator-test";

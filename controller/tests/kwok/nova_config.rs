@@ -2,7 +2,6 @@
 //! content-addressed ConfigMap and its history, ExtraConfigHealthy and its event, the
 //! contract Secrets updated in place, the remote contract, and the last-good rule.
 
-
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;

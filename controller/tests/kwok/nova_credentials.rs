@@ -2,7 +2,6 @@
 //! appear, the derived Secrets, rotation, recreation, a quiet steady state, no secret value in
 //! any condition or event, and the finalizer.
 
-
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Secret};

@@ -5,7 +5,6 @@
 //! node. Everything else (the Job controller, the CronJob controller, garbage collection) is
 //! the real control plane.
 
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -16,8 +15,8 @@ use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::{JobSpec, NodePlacementSpec, Nova};
 use nova_controller::clusters::kinds;
 use nova_controller::metrics::{JobMetrics, Metrics};
-use nova_testkit::prelude::*;
 use nova_test_harness::kwok;
+use nova_testkit::prelude::*;
 use serde_json::json;
 
 /// The node-selector label that keeps the operator's Job pods unscheduled until the test

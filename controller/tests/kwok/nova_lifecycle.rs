@@ -4,7 +4,6 @@
 //! the MariaDB objects of the same names, which are the user's. (Kept apart from the credential
 //! suite, whose steady-state write count must see no other test's writes.)
 
-
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, Secret};

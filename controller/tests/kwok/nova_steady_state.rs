@@ -3,7 +3,6 @@
 //! missing Secret, then over the same Nova converged, issue no write and no GET or LIST.
 //! (One test on its own control plane, so the counters see no other test's requests.)
 
-
 use std::time::Duration;
 
 use kube::Client;
@@ -47,11 +46,11 @@ async fn five_passes(
     metrics: &Metrics,
     label: &str,
 ) -> Requests {
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    quiet_window(Duration::from_secs(3)).await;
     let before = requests_now(client).await;
     let passes_before = passes(metrics);
     touch_five_times(novas, "nova", label, || passes(metrics)).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    quiet_window(Duration::from_secs(2)).await;
     let after = requests_now(client).await;
     let cost = Requests {
         writes: after.writes - before.writes,
@@ -69,7 +68,9 @@ async fn five_passes(
 #[tokio::test(flavor = "multi_thread")]
 async fn waiting_and_converged_passes_issue_no_write_and_no_read() {
     // Its own control plane: the counters it reads are the whole server's.
-    let cp = &nova_test_harness::ControlPlane::start().await.expect("control plane");
+    let cp = &nova_test_harness::ControlPlane::start()
+        .await
+        .expect("control plane");
     let client = cp.client().expect("client");
     let ns = cp.namespace("nova-steady").await.expect("namespace");
 

@@ -5,7 +5,6 @@
 //! digest; the HPA owns the API's replicas; switching the proxy off removes its four objects;
 //! a release upgrade rolls the roles in pipeline order and flips to Contracting last.
 
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

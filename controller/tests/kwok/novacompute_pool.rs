@@ -12,9 +12,8 @@
 //! One test on its own control plane: the controller runs cluster-wide (the Node label watch
 //! exists only there), and the request counters must see no other test's passes.
 
-
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Node, Pod};
@@ -24,8 +23,9 @@ use nova_api::v1alpha1::{NodePhase, Nova, NovaCompute};
 use nova_controller::clusters::Registry;
 use nova_controller::metrics::Metrics;
 use nova_testkit::prelude::{
-    POOL_LABEL, READ_VERBS, WRITE_VERBS, create_zoned_node, occurrences, pool, pool_condition,
-    provide_pool_nova, requests, start_novacompute, touch_five_times, unreachable_keystone, writes,
+    POOL_LABEL, READ_VERBS, WRITE_VERBS, about_pool, create_zoned_node, occurrences, pool,
+    pool_condition, pool_reason_for, provide_pool_nova, quiet_window, requests, start_novacompute,
+    touch_five_times, unreachable_keystone, wait_pool_for, writes,
 };
 use serde_json::{Value, json};
 
@@ -50,18 +50,9 @@ fn passes(metrics: &Metrics) -> u64 {
 }
 
 async fn wait_for(pools: &Api<NovaCompute>, name: &str, type_: &str, reason: &str) -> String {
-    let found = |pool: &NovaCompute| {
-        pool.status
-            .iter()
-            .flat_map(|s| &s.conditions)
-            .find(|c| c.type_ == type_ && c.reason == reason)
-            .map(|c| c.message.clone())
-    };
-    let pool = wait_until(pools, name, &format!("{type_}={reason}"), |p| {
-        found(p).is_some()
-    })
-    .await;
-    found(&pool).unwrap_or_default()
+    pool_reason_for(pools, name, type_, reason, WAIT)
+        .await
+        .expect("the pool's condition")
 }
 
 /// Waits until `check` holds for the pool.
@@ -71,16 +62,9 @@ async fn wait_until(
     what: &str,
     check: impl Fn(&NovaCompute) -> bool,
 ) -> NovaCompute {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(pool) = pools.get_opt(name).await.expect("pool")
-            && check(&pool)
-        {
-            return pool;
-        }
-        assert!(Instant::now() < deadline, "{name}: never {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_pool_for(pools, name, what, WAIT, check)
+        .await
+        .expect("the pool's state")
 }
 
 fn ledger(pool: &NovaCompute) -> Vec<(String, NodePhase, Option<String>)> {
@@ -166,11 +150,11 @@ async fn five_passes(
     metrics: &Metrics,
     name: &str,
 ) -> (Cost, u64) {
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    quiet_window(Duration::from_secs(3)).await;
     let before = cost_now(client).await;
     let passes_before = passes(metrics);
     touch_five_times(pools, name, name, || passes(metrics)).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    quiet_window(Duration::from_secs(2)).await;
     let after = cost_now(client).await;
     let ran = passes(metrics) - passes_before;
     let cost = Cost {
@@ -218,6 +202,7 @@ async fn deletion_held(pools: &Api<NovaCompute>, name: &str) {
     })
     .await;
     wait_for(pools, name, "AggregatesReady", "ComputeAPIError").await;
+    // A negative over time: the finalizer must still hold after a few more failed passes.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let held = pools.get_opt(name).await.expect("get").expect("held");
     assert!(
@@ -230,17 +215,18 @@ async fn deletion_held(pools: &Api<NovaCompute>, name: &str) {
 }
 
 async fn wait_gone(pools: &Api<NovaCompute>, name: &str) {
-    let deadline = Instant::now() + WAIT;
-    while pools.get_opt(name).await.expect("pool").is_some() {
-        assert!(Instant::now() < deadline, "{name} was never released");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    about_pool(pools, name, format!("{name} released"), WAIT)
+        .for_deletion(pools, name)
+        .await
+        .expect("the pool is gone");
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn node_pools_on_kwok_nodes() {
     // Its own control plane: the counters it reads are the whole server's.
-    let cp = &nova_test_harness::ControlPlane::start().await.expect("control plane");
+    let cp = &nova_test_harness::ControlPlane::start()
+        .await
+        .expect("control plane");
     let client = cp.client().expect("client");
     let ns = cp.namespace("pools").await.expect("namespace");
     let nodes: Api<Node> = Api::all(client.clone());
@@ -405,6 +391,7 @@ async fn node_pools_on_kwok_nodes() {
         held("pool-node-2"),
         "the draining node's term stays"
     );
+    // A negative over time: the DaemonSet controller would have replaced the pod by now.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         pods_by_node(&client, &ns, "pool-a").await,
@@ -520,6 +507,7 @@ async fn node_pools_on_kwok_nodes() {
     })
     .await;
     assert!(draining.metadata.deletion_timestamp.is_some());
+    // A negative over time: the DaemonSet must still be there after a few more passes.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let ds = daemonsets
         .get("pool-a-nova-compute")

@@ -4,7 +4,6 @@
 //! target the Novas' children and a pool's DaemonSet are placed on. The MariaDB operator is
 //! simulated on the target.
 
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -22,8 +21,8 @@ use nova_api::v1alpha1::{
 use nova_controller::clusters::registration::{KUBECONFIG_KEY, LABEL, NAMESPACES_KEY};
 use nova_controller::clusters::{Fleet, Registry, kinds as external};
 use nova_controller::{nova, novacompute};
-use nova_testkit::prelude::*;
 use nova_test_harness::ControlPlane;
+use nova_testkit::prelude::*;
 use serde_json::json;
 
 /// The abandon window of this suite (five minutes outside tests).
@@ -116,17 +115,14 @@ async fn swept(client: &Client, ns: &str, kinds: &[&kube::core::ApiResource], ow
     }
 }
 
-/// Waits until `check` holds, failing with `what` at the deadline.
-async fn eventually<F, Fut>(what: &str, mut check: F)
+/// Waits until `check` holds: two control planes share the two cores, so a state may take a
+/// few of the fleet's and the controller's polls.
+async fn eventually<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = Instant::now() + Duration::from_secs(150);
-    while !check().await {
-        assert!(Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    Wait::new(what, SETTLE).until(check).await.expect(what);
 }
 
 /// What the API server counted so far, per resource: the writes of every child kind and of
@@ -187,6 +183,9 @@ async fn not_true(novas: &Api<Nova>, name: &str) -> Vec<String> {
 /// readied the Deployments' pods) and only what no Gateway controller and no pod answers on
 /// the target stays False: the console route's acceptance and the API health (its probe goes
 /// through the target's service proxy to a kwok pod that serves nothing).
+/// The bound of every wait here.
+const SETTLE: Duration = Duration::from_secs(150);
+
 const SETTLED: [&str; 3] = ["ConsoleHTTPRouteReady", "NovaAPIReady", "Ready"];
 
 async fn finalizers(novas: &Api<Nova>, name: &str) -> Vec<String> {
@@ -325,13 +324,13 @@ async fn novas_placed_on_a_registered_target_cluster() {
         })
         .await;
     }
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    quiet_window(Duration::from_secs(3)).await;
     let (home_before, target_before) = (
         requests_now(&home_client).await,
         requests_now(&target_client).await,
     );
     touch_five_times(&novas, "nova", "placed", || passes(&metrics)).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    quiet_window(Duration::from_secs(2)).await;
     let (home_after, target_after) = (
         requests_now(&home_client).await,
         requests_now(&target_client).await,
@@ -431,17 +430,9 @@ async fn novas_placed_on_a_registered_target_cluster() {
 
 /// Waits until the pool's condition `type_` has `reason`; returns its message.
 async fn wait_for_pool(pools: &Api<NovaCompute>, name: &str, type_: &str, reason: &str) -> String {
-    let mut found = None;
-    let deadline = Instant::now() + Duration::from_secs(150);
-    while found.is_none() {
-        assert!(Instant::now() < deadline, "never: {name} {type_}={reason}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        found = pool_condition(pools, name, type_)
-            .await
-            .filter(|(_, r, _)| r == reason)
-            .map(|(_, _, message)| message);
-    }
-    found.unwrap_or_default()
+    pool_reason_for(pools, name, type_, reason, SETTLE)
+        .await
+        .expect("the pool's condition")
 }
 
 /// The node names of a pool's ledger.

@@ -1,13 +1,12 @@
 //! The compute contract: what the fragment carries and leaves out, and the four documented
 //! differences between the in-cluster and the remote contract.
 
-
+use crate::render_support::{example, full, keys, sections, value};
 use nova_api::v1alpha1::{NovaConsoleProxySpec, NovaSpec};
 use nova_controller::render::{
     ContractVariant, contract_keys, contract_static_keys, render_compute_fragment, render_config,
     secret_contract_keys,
 };
-use crate::render_support::{example, full, keys, sections, value};
 
 fn fragment(name: &str, namespace: &str, spec: &NovaSpec, variant: ContractVariant) -> String {
     render_compute_fragment(name, namespace, spec, variant).expect("renders")

@@ -3,12 +3,11 @@
 //! as `render -f pool.yaml --nova nova.yaml` prints them. `UPDATE_GOLDEN=1 cargo test -p nova-controller --test
 //! render_golden` rewrites them.
 
-
+use crate::render_support::{RELEASES, assert_golden, at_release, example, full};
 use nova_api::v1alpha1::NovaSpec;
 use nova_controller::render::{
     ContractVariant, RenderError, RenderedConfig, paths, render_compute_fragment, render_config,
 };
-use crate::render_support::{RELEASES, assert_golden, at_release, example, full};
 
 /// Renders the config at every supported release and asserts the renders are identical.
 fn at_both_releases(name: &str, namespace: &str, spec: &NovaSpec) -> Vec<RenderedConfig> {

@@ -2,9 +2,9 @@
 //! any rendered document, refusal of a line break in any verbatim input (naming the field,
 //! never the value), and the extraConfig merge.
 
-
 use std::collections::BTreeMap;
 
+use crate::render_support::{example, full, parse, value};
 use nova_api::defaults::default_nova;
 use nova_api::v1alpha1::{
     ClusterRef, EndpointOverrideSpec, ExtraConfig, GatewayParentRefSpec, GatewaySpec, LogFormat,
@@ -15,7 +15,6 @@ use nova_controller::render::{
     ContractVariant, RenderError, contract_static_keys, data_hash, data_hash8,
     render_compute_fragment, render_config,
 };
-use crate::render_support::{example, full, parse, value};
 use sha2::{Digest, Sha256};
 
 /// A small deterministic PRNG (xorshift64*), so a failing case reproduces.
@@ -71,8 +70,8 @@ const LOGGERS: [(&str, &str); 5] = [
 /// The YAML of fixture 2's spec, with extraConfig and perLoggerLevels written in the order
 /// `extra` and `loggers` give.
 fn yaml_with(extra: &[(&str, &str, &str)], loggers: &[(&str, &str)]) -> String {
-    let mut text =
-        std::fs::read_to_string(crate::render_support::golden_dir().join("full.yaml")).expect("full.yaml");
+    let mut text = std::fs::read_to_string(crate::render_support::golden_dir().join("full.yaml"))
+        .expect("full.yaml");
     let cut = text.find("    perLoggerLevels:").expect("perLoggerLevels");
     text.truncate(cut);
     text.push_str("    perLoggerLevels:\n");

@@ -2,13 +2,12 @@
 //! disruption budget, for the Example and the fully loaded fixture. `UPDATE_GOLDEN=1 cargo test
 //! -p nova-controller --test render_workloads` rewrites them.
 
-
+use crate::render_support::{assert_golden, example, full};
 use nova_api::defaults::default_nova;
 use nova_api::v1alpha1::NovaSpec;
 use nova_controller::render::pod::{Digests, PodInputs, Role};
 use nova_controller::render::render_config;
 use nova_controller::render::workloads::{LiveReplicas, api_pdb, deployment, service};
-use crate::render_support::{assert_golden, example, full};
 use serde::Serialize;
 
 fn digests() -> Digests {

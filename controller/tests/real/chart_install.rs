@@ -6,7 +6,6 @@
 //! changes only the webhook's values rolls only the webhook and keeps the generated CA, and a
 //! regenerated certificate reaches the running webhook pods by their hot reload.
 
-
 use std::path::Path;
 use std::time::Duration;
 
@@ -16,8 +15,8 @@ use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use kube::api::{Api, ApiResource, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::{Nova, NovaCompute};
-use nova_testkit::prelude::*;
 use nova_test_harness::{Canary, CanaryExpectation, ControlPlane, helm, wait_for_webhook};
+use nova_testkit::prelude::*;
 use serde_json::{Value, json};
 
 const INSTALL_TIMEOUT: &str = "5m";

@@ -18,16 +18,15 @@
 //! MariaDB as they found it. Once the Database step has spoken the namespace goes, so the
 //! workloads a passing Database step lets start do not take the node's CPU.
 
-
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::Nova;
-use nova_testkit::real::*;
-use nova_testkit::prelude::*;
 use nova_test_harness::images::{nova_image, pinned};
 use nova_test_harness::openstack::{self, OpenStack};
+use nova_testkit::prelude::*;
+use nova_testkit::real::*;
 use serde_json::json;
 
 /// The brownfield database of one case: the host its Nova names, its users and its schemas.

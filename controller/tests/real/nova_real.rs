@@ -14,7 +14,6 @@
 //! a tag-pinned image renders `imagePullPolicy: Always`, which a node without a registry cannot
 //! satisfy. The NetworkPolicy objects are rendered, but the node's CNI does not enforce them.
 
-
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -24,10 +23,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
-use nova_testkit::prelude::{Seen, Wait, holds, reason, wait_nova_for};
-use nova_testkit::real::*;
 use nova_test_harness::images::{TOOLS_IMAGE, nova_image, pinned};
 use nova_test_harness::{http, pods};
+use nova_testkit::prelude::{Seen, Wait, holds, reason, wait_nova_for};
+use nova_testkit::real::*;
 use serde_json::{Value, json};
 
 /// The five Deployments and their containers.
@@ -367,7 +366,10 @@ async fn the_operators_nova_runs_for_real_and_reaches_ready() {
         .until(|| async {
             let cron = crons.get("nova-db-archive").await?;
             let spec = serde_json::to_string(&cron.spec).expect("json");
-            Ok::<_, anyhow::Error>(spec.contains(r#"{"name":"RETENTION_DAYS","value":"2"}"#).then_some(()))
+            Ok::<_, anyhow::Error>(
+                spec.contains(r#"{"name":"RETENTION_DAYS","value":"2"}"#)
+                    .then_some(()),
+            )
         })
         .await
         .expect("the CronJob carries the window");
@@ -395,7 +397,11 @@ async fn the_operators_nova_runs_for_real_and_reaches_ready() {
                 .total
                 .with_label_values(&["nova", &ns, "succeeded"])
                 .get();
-            if counted == 2 { Seen::Done(()) } else { Seen::Saw(format!("{counted} counted")) }
+            if counted == 2 {
+                Seen::Done(())
+            } else {
+                Seen::Saw(format!("{counted} counted"))
+            }
         })
         .await
         .expect("the archive runs counted");

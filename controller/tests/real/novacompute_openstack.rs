@@ -22,7 +22,6 @@
 //! 4. An emptied marked aggregate with someone else's metadata is kept (`AggregateKept`, recorded
 //!    once over later passes, which write nothing), and deleted once that metadata is gone.
 
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,15 +40,15 @@ use nova_test_harness::openstack::nova::{NOVA_API_PORT, TIMEOUT, start_conductor
 use nova_test_harness::openstack::{OpenStack, PLACEMENT, Ports, keystone_url};
 use serde_json::{Value, json};
 
-use nova_testkit::wait::Wait;
-use nova_testkit::proof_nova::{
-    create_hypervisor, discover_hosts, routes, scale_api, service_user, start,
-};
 use nova_testkit::prelude::{
     POOL_LABEL, POOL_TIMEOUT, condition_of, contract, create_zoned_node, events_on, mark_mirror,
     pool_reason, provide_pool_nova, put_secret, start_novacompute, touch, touch_five_times,
     wait_pool, writes,
 };
+use nova_testkit::proof_nova::{
+    create_hypervisor, discover_hosts, routes, scale_api, service_user, start,
+};
+use nova_testkit::wait::Wait;
 
 const RELEASE: &str = "2026.1";
 /// The host the harness's nova-compute registers as, and the kwok node standing for it.
@@ -172,10 +171,9 @@ async fn one_pass(
 ) -> Result<()> {
     let before = passes();
     touch(pools, name, value).await;
-    Wait::new(&format!("the pass after {value}"), TIMEOUT).until(|| async {
-        Ok((passes() > before).then_some(()))
-    })
-    .await?;
+    Wait::new(&format!("the pass after {value}"), TIMEOUT)
+        .until(|| async { Ok((passes() > before).then_some(())) })
+        .await?;
     Ok(())
 }
 
@@ -214,10 +212,9 @@ fn step_passes(metrics: &Metrics, step: &'static str) -> impl Fn() -> u64 + use<
 /// Deletes the pool and waits until its finalizer released it.
 async fn delete_pool(pools: &Api<NovaCompute>, name: &str) -> Result<()> {
     pools.delete(name, &DeleteParams::default()).await?;
-    Wait::new(&format!("{name} released"), POOL_TIMEOUT).until(|| async {
-        Ok(pools.get_opt(name).await?.is_none().then_some(()))
-    })
-    .await?;
+    Wait::new(&format!("{name} released"), POOL_TIMEOUT)
+        .until(|| async { Ok(pools.get_opt(name).await?.is_none().then_some(())) })
+        .await?;
     Ok(())
 }
 
@@ -311,7 +308,8 @@ async fn traits(client: &Client, os: &OpenStack, ns: &str, metrics: &Metrics) ->
         played.elapsed().as_secs_f64()
     );
     ensure!(
-        condition_of(&p, "TraitsReady").map(|(_, _, m)| m) == Some("Custom traits applied on 1 nodes")
+        condition_of(&p, "TraitsReady").map(|(_, _, m)| m)
+            == Some("Custom traits applied on 1 nodes")
     );
     ensure!(
         entry(&p, &node).map(|e| &e.traits) == Some(&all),
@@ -355,10 +353,9 @@ async fn traits(client: &Client, os: &OpenStack, ns: &str, metrics: &Metrics) ->
             &Patch::Merge(json!({"spec": {"hostTraits": null}})),
         )
         .await?;
-    Wait::new("the host traits unpatched", POOL_TIMEOUT).until(|| async {
-        Ok((custom_traits().await? == json!([base])).then_some(()))
-    })
-    .await?;
+    Wait::new("the host traits unpatched", POOL_TIMEOUT)
+        .until(|| async { Ok((custom_traits().await? == json!([base])).then_some(())) })
+        .await?;
     let p = pools.get("pool-t").await?;
     ensure!(
         created(&p) == all,
@@ -544,17 +541,18 @@ async fn aggregates_and_the_drain(
         .labels("app.kubernetes.io/instance=pool-d")
         .fields(&format!("spec.nodeName={HOST}"));
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    Wait::new("the held term keeps HOST's pod", POOL_TIMEOUT).until(|| async {
-        let listed = pods.list(&on_host).await?.items;
-        Ok(listed
-            .iter()
-            .any(|p| {
-                p.metadata.deletion_timestamp.is_none()
-                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-            })
-            .then_some(()))
-    })
-    .await?;
+    Wait::new("the held term keeps HOST's pod", POOL_TIMEOUT)
+        .until(|| async {
+            let listed = pods.list(&on_host).await?.items;
+            Ok(listed
+                .iter()
+                .any(|p| {
+                    p.metadata.deletion_timestamp.is_none()
+                        && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+                })
+                .then_some(()))
+        })
+        .await?;
     let ledger = p.status.as_ref().map(|s| s.nodes.clone());
     let errors = metrics
         .reconcile_errors
@@ -639,10 +637,9 @@ async fn aggregates_and_the_drain(
     );
     let mut left = vec![zb.clone(), TENANT_FILTER_TESTS.to_owned()];
     left.sort();
-    Wait::new("the emptied zone aggregate deleted",
-        POOL_TIMEOUT).until(|| async { Ok((aggregate_names(view).await? == left).then_some(())) },
-    )
-    .await?;
+    Wait::new("the emptied zone aggregate deleted", POOL_TIMEOUT)
+        .until(|| async { Ok((aggregate_names(view).await? == left).then_some(())) })
+        .await?;
     ensure!(
         notes(client, ns, "pool-d", "AggregateDeleted").await?
             == [(
@@ -659,11 +656,12 @@ async fn aggregates_and_the_drain(
     let kept = format!(
         "Kept empty host aggregate {zb}: it carries metadata the operator did not set (owner)"
     );
-    Wait::new("AggregateKept", POOL_TIMEOUT).until(|| async {
-        let recorded = notes(client, ns, "pool-d", "AggregateKept").await?;
-        Ok((!recorded.is_empty()).then_some(()))
-    })
-    .await?;
+    Wait::new("AggregateKept", POOL_TIMEOUT)
+        .until(|| async {
+            let recorded = notes(client, ns, "pool-d", "AggregateKept").await?;
+            Ok((!recorded.is_empty()).then_some(()))
+        })
+        .await?;
     five_quiet_passes(client, ns, "pool-d", step_passes(metrics, "Aggregates")).await?;
     ensure!(
         notes(client, ns, "pool-d", "AggregateKept").await? == [(kept, 1)],
@@ -674,10 +672,11 @@ async fn aggregates_and_the_drain(
     let path = format!("/v2.1/os-aggregates/{zb_id}/action");
     ensure!(nova_admin(os, api, "POST", &path, clear).await? == 200);
     touch(&pools, "pool-d", "cleared").await;
-    Wait::new("the cleared aggregate deleted", POOL_TIMEOUT).until(|| async {
-        Ok((aggregate_names(view).await? == [TENANT_FILTER_TESTS]).then_some(()))
-    })
-    .await?;
+    Wait::new("the cleared aggregate deleted", POOL_TIMEOUT)
+        .until(|| async {
+            Ok((aggregate_names(view).await? == [TENANT_FILTER_TESTS]).then_some(()))
+        })
+        .await?;
 
     delete_pool(&pools, "pool-d").await?;
     ensure!(
@@ -714,14 +713,15 @@ async fn pools_keep_traits_and_aggregates_and_drain_through_an_outage() -> Resul
     );
 
     let t = Instant::now();
-    Wait::new("the compute service up", TIMEOUT).until(|| async {
-        Ok(view
-            .compute_services()
-            .await?
-            .into_iter()
-            .find(|s| s.host == HOST && s.state == "up"))
-    })
-    .await?;
+    Wait::new("the compute service up", TIMEOUT)
+        .until(|| async {
+            Ok(view
+                .compute_services()
+                .await?
+                .into_iter()
+                .find(|s| s.host == HOST && s.state == "up"))
+        })
+        .await?;
     discover_hosts(&client, &ns, RELEASE, "proof-discover-hosts").await?;
     aggregates_and_the_drain(&client, os, &view, api, &ns, &metrics).await?;
     eprintln!(

@@ -29,12 +29,15 @@
 //! outside the cluster, so its OpenStack calls to the Service URLs are routed to the Services'
 //! addresses.
 
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::pools::compute::Admin;
+use crate::pools::played::{PLAYED_FOR, Player, played_name};
+use crate::pools::sampler::Sampler;
+use crate::pools::{pool_pods, running};
 use k8s_openapi::api::core::v1::{Node, Pod, Service, Taint};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -44,17 +47,13 @@ use nova_controller::metrics::Metrics;
 use nova_controller::novacompute::aggregates::MARKER_KEY;
 use nova_controller::openstack::{self as os_client, Credentials, Direct, Endpoints};
 use nova_controller::sensitive::Sensitive;
-use nova_testkit::real::*;
-use nova_testkit::prelude::*;
 use nova_test_harness::images::{nova_compute_image, pinned};
 use nova_test_harness::kwok::FAKE_NODE_TAINT;
 use nova_test_harness::node::NODE_NAME;
 use nova_test_harness::openstack::{OpenStack, keystone_url};
 use nova_test_harness::simulated;
-use crate::pools::compute::Admin;
-use crate::pools::played::{PLAYED_FOR, Player, played_name};
-use crate::pools::sampler::Sampler;
-use crate::pools::{pool_pods, running};
+use nova_testkit::prelude::*;
+use nova_testkit::real::*;
 use serde_json::json;
 
 /// The pool on the real node.
@@ -165,7 +164,7 @@ async fn delete_pool(client: &Client, ns: &str, name: &str) {
         .await
         .expect("delete the pool");
     let released = about_pool(&pools, name, format!("pool {name} released"), REAL_TIMEOUT)
-        .until(|| async { Ok(pools.get_opt(name).await?.is_none().then_some(())) })
+        .for_deletion(&pools, name)
         .await;
     if let Err(timeout) = released {
         dump_pool(client, ns, name).await;
@@ -492,11 +491,7 @@ async fn tear_down(s: &Suite, name: &str, hosts: &[&str], services: i32, aggrega
         services,
         "{events:?}"
     );
-    assert_eq!(
-        times(&events, "AggregateDeleted"),
-        aggregates,
-        "{events:?}"
-    );
+    assert_eq!(times(&events, "AggregateDeleted"), aggregates, "{events:?}");
     let left = s.view.compute_services().await.expect("services");
     assert!(
         !left.iter().any(|s| hosts.contains(&s.host.as_str())),
@@ -713,28 +708,29 @@ async fn a_relabelled_node_with_servers_drains_and_is_released(s: &Suite) {
     let (of_pool, played) = pods_on(client, ns, ZONED_POOL, DRAINED).await;
     assert_eq!((of_pool.len(), played), (1, vec![played_name(DRAINED)]));
     let events = pool_events(client, ns, ZONED_POOL).await;
-    assert_eq!(
-        times(&events, "ComputeServiceDisabled"),
-        1,
-        "{events:?}"
-    );
+    assert_eq!(times(&events, "ComputeServiceDisabled"), 1, "{events:?}");
 
     // Without servers the node is released: Releasing, its pod goes, then its service (the
     // sampler fails the test if the service went first).
     s.admin.delete_servers(&servers, REAL_TIMEOUT).await;
     // Every phase the entry passes through, recorded while waiting for it to go.
     let seen_phases = std::sync::Mutex::new(Vec::new());
-    let released = about_pool(&pools, ZONED_POOL, format!("{DRAINED} released"), REAL_TIMEOUT)
-        .until(|| async {
-            let pool = pools.get(ZONED_POOL).await?;
-            let now = phase(&pool, DRAINED);
-            let mut phases = seen_phases.lock().expect("phases");
-            if phases.last() != Some(&now) {
-                phases.push(now);
-            }
-            Ok::<_, anyhow::Error>(now.is_none().then_some(()))
-        })
-        .await;
+    let released = about_pool(
+        &pools,
+        ZONED_POOL,
+        format!("{DRAINED} released"),
+        REAL_TIMEOUT,
+    )
+    .until(|| async {
+        let pool = pools.get(ZONED_POOL).await?;
+        let now = phase(&pool, DRAINED);
+        let mut phases = seen_phases.lock().expect("phases");
+        if phases.last() != Some(&now) {
+            phases.push(now);
+        }
+        Ok::<_, anyhow::Error>(now.is_none().then_some(()))
+    })
+    .await;
     let phases = seen_phases.into_inner().expect("phases");
     if let Err(timeout) = released {
         dump_pool(client, ns, ZONED_POOL).await;
@@ -742,16 +738,8 @@ async fn a_relabelled_node_with_servers_drains_and_is_released(s: &Suite) {
     }
     assert!(phases.contains(&Some(NodePhase::Releasing)), "{phases:?}");
     let events = pool_events(client, ns, ZONED_POOL).await;
-    assert_eq!(
-        times(&events, "ComputeServiceDisabled"),
-        1,
-        "{events:?}"
-    );
-    assert_eq!(
-        times(&events, "ComputeServiceDeleted"),
-        1,
-        "{events:?}"
-    );
+    assert_eq!(times(&events, "ComputeServiceDisabled"), 1, "{events:?}");
+    assert_eq!(times(&events, "ComputeServiceDeleted"), 1, "{events:?}");
     assert!(
         !view
             .compute_services()

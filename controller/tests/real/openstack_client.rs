@@ -32,13 +32,12 @@ use nova_test_harness::openstack::{OpenStack, PLACEMENT, Ports, keystone_url};
 use nova_test_harness::{ControlPlane, http};
 use serde_json::json;
 
-
-use nova_testkit::wait::Wait;
-use nova_testkit::proof_nova::{create_hypervisor, discover_hosts, routes, service_user, start};
 use nova_testkit::prelude::{
-    POOL_LABEL, create_zoned_node, occurrences, pool_reason, provide_pool_nova,
-    start_novacompute, touch_five_times, writes,
+    POOL_LABEL, create_zoned_node, occurrences, pool_reason, provide_pool_nova, start_novacompute,
+    touch_five_times, writes,
 };
+use nova_testkit::proof_nova::{create_hypervisor, discover_hosts, routes, service_user, start};
+use nova_testkit::wait::Wait;
 
 const RELEASE: &str = "2026.1";
 const HOST: &str = "proof-compute-0";
@@ -268,10 +267,9 @@ async fn pools_through_the_controller(
         .await?;
     pool_reason(&pools, "pool-none", "NodesReady", "NoMatchingNodes").await?;
     pools.delete("pool-none", &DeleteParams::default()).await?;
-    Wait::new("pool-none released", TIMEOUT).until(|| async {
-        Ok(pools.get_opt("pool-none").await?.is_none().then_some(()))
-    })
-    .await?;
+    Wait::new("pool-none released", TIMEOUT)
+        .until(|| async { Ok(pools.get_opt("pool-none").await?.is_none().then_some(())) })
+        .await?;
     ensure!(
         secrets.get_opt("nova-compute-config").await?.is_some(),
         "pool-a still uses the mirror"
@@ -282,10 +280,9 @@ async fn pools_through_the_controller(
     );
 
     pools.delete("pool-a", &DeleteParams::default()).await?;
-    Wait::new("pool-a released", TIMEOUT).until(|| async {
-        Ok(pools.get_opt("pool-a").await?.is_none().then_some(()))
-    })
-    .await?;
+    Wait::new("pool-a released", TIMEOUT)
+        .until(|| async { Ok(pools.get_opt("pool-a").await?.is_none().then_some(())) })
+        .await?;
     let left = aggregate_names(client).await?;
     ensure!(
         left.is_empty(),
@@ -654,15 +651,16 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
     // counted and deleted once its pod is gone.
     let t = Instant::now();
     start_conductor_and_compute(&kube, &ns, RELEASE).await?;
-    let service = Wait::new("the compute service registering", TIMEOUT).until(|| async {
-        let client = pass_client(&cluster, &ns, os.nova_password());
-        Ok(client
-            .compute_services()
-            .await?
-            .into_iter()
-            .find(|s| s.host == HOST && s.state == "up"))
-    })
-    .await?;
+    let service = Wait::new("the compute service registering", TIMEOUT)
+        .until(|| async {
+            let client = pass_client(&cluster, &ns, os.nova_password());
+            Ok(client
+                .compute_services()
+                .await?
+                .into_iter()
+                .find(|s| s.host == HOST && s.state == "up"))
+        })
+        .await?;
     ensure!(
         service.status == "enabled" && service.id.len() == 36,
         "{service:?}"

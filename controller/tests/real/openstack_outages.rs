@@ -18,7 +18,6 @@
 //!   and must restore it: a removed API is an outage only an operator that restores it ends).
 //!   The spec change moves the archive schedule again.
 
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -28,12 +27,12 @@ use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
-use nova_testkit::inputs::accept_routes;
-use nova_testkit::prelude::{holds, reason};
-use nova_testkit::real::*;
 use nova_test_harness::images::{nova_image, pinned};
 use nova_test_harness::openstack::{self, MARIADB, RABBITMQ};
 use nova_test_harness::pods;
+use nova_testkit::inputs::accept_routes;
+use nova_testkit::prelude::{holds, reason};
+use nova_testkit::real::*;
 use serde_json::{Value, json};
 
 /// The kinds of child the operator creates for a Nova, by (api version, kind, plural).

@@ -458,7 +458,10 @@ impl OpenStack {
         let get = |path: String| async move {
             let r = http::request(placement, "GET", &path, &headers, None).await?;
             if r.status != 200 {
-                return Err(invalid(context, format!("GET {path} answered {}", r.status)));
+                return Err(invalid(
+                    context,
+                    format!("GET {path} answered {}", r.status),
+                ));
             }
             r.json()
         };
@@ -467,16 +470,28 @@ impl OpenStack {
             if r.status == 204 || r.status == 404 {
                 Ok(())
             } else {
-                Err(invalid(context, format!("DELETE {path} answered {}", r.status)))
+                Err(invalid(
+                    context,
+                    format!("DELETE {path} answered {}", r.status),
+                ))
             }
         };
         let providers = get(format!("/resource_providers?name={name}")).await?;
-        for provider in providers["resource_providers"].as_array().into_iter().flatten() {
+        for provider in providers["resource_providers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             let Some(uuid) = provider["uuid"].as_str() else {
                 continue;
             };
             let allocations = get(format!("/resource_providers/{uuid}/allocations")).await?;
-            for consumer in allocations["allocations"].as_object().into_iter().flatten().map(|(c, _)| c) {
+            for consumer in allocations["allocations"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(c, _)| c)
+            {
                 delete(format!("/allocations/{consumer}")).await?;
             }
             delete(format!("/resource_providers/{uuid}")).await?;

@@ -176,13 +176,8 @@ pub async fn setup(os: &OpenStack, client: &kube::Client, ns: &str) -> Result<()
     .await?;
     os.forget_resource_provider(PROOF_COMPUTE_HOST).await?;
     let db_password = random_password()?;
-    os.create_databases(
-        &format!("proof-{ns}"),
-        &PROOF_SCHEMAS,
-        "nova",
-        &db_password,
-    )
-    .await?;
+    os.create_databases(&format!("proof-{ns}"), &PROOF_SCHEMAS, "nova", &db_password)
+        .await?;
     let dsn = |db: &str| {
         format!(
             "mysql+pymysql://nova:{db_password}@openstack-mariadb.{ns}.svc:3306/{db}?charset=utf8"

@@ -4,11 +4,10 @@
 //! `tests/build-control-plane.sh` and fail (never skip) without them.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use axum::{Json, Router, routing::post};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
@@ -22,28 +21,8 @@ use nova_test_harness::{
     crd_files, default_crd_dirs, read_crds, register_webhooks, shared, unregister_webhooks,
     wait_for_webhook,
 };
+use nova_testkit::wait::Wait;
 use serde_json::json;
-
-/// Polls `probe` every 200 ms until it returns `Some`, or fails after `timeout` with `what`.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<T>>>,
-{
-    let deadline = Instant::now() + timeout;
-    let mut last_err = None;
-    loop {
-        match probe().await {
-            Ok(Some(v)) => return Ok(v),
-            Ok(None) => {}
-            Err(e) => last_err = Some(e),
-        }
-        if Instant::now() >= deadline {
-            bail!("timed out after {timeout:?} waiting for {what} (last error: {last_err:?})");
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
 
 async fn control_plane() -> Result<&'static ControlPlane> {
     let t0 = Instant::now();
@@ -173,14 +152,14 @@ async fn garbage_collection_deletes_owned_objects() -> Result<()> {
     cms.create(&PostParams::default(), &owned).await?;
     cms.delete("owner", &DeleteParams::background()).await?;
     let started = Instant::now();
-    eventually(
+    Wait::new(
         "the owned ConfigMap to be collected",
         Duration::from_secs(90),
-        || {
-            let cms = cms.clone();
-            async move { Ok(cms.get_opt("owned").await?.is_none().then_some(())) }
-        },
     )
+    .until(|| {
+        let cms = cms.clone();
+        async move { Ok(cms.get_opt("owned").await?.is_none().then_some(())) }
+    })
     .await?;
     println!(
         "owned ConfigMap collected {:.2}s after its owner was deleted",
@@ -218,10 +197,8 @@ async fn a_deployment_becomes_available_through_kwok() -> Result<()> {
         .create(&PostParams::default(), &deployment)
         .await?;
     let started = Instant::now();
-    eventually(
-        "the Deployment to be Available",
-        Duration::from_secs(90),
-        || {
+    Wait::new("the Deployment to be Available", Duration::from_secs(90))
+        .until(|| {
             let deployments = deployments.clone();
             async move {
                 let d = deployments.get("demo").await?;
@@ -233,9 +210,8 @@ async fn a_deployment_becomes_available_through_kwok() -> Result<()> {
                     .any(|c| c.type_ == "Available" && c.status == "True");
                 Ok((available && status.available_replicas == Some(2)).then_some(()))
             }
-        },
-    )
-    .await?;
+        })
+        .await?;
     println!(
         "Deployment available after {:.2}s",
         started.elapsed().as_secs_f64()
@@ -251,22 +227,23 @@ fn job(name: &str, annotations: BTreeMap<&str, &str>) -> Result<Job> {
 }
 
 async fn wait_for_job_condition(jobs: &Api<Job>, name: &str, condition: &str) -> Result<()> {
-    eventually(
+    Wait::new(
         &format!("Job {name} to be {condition}"),
         Duration::from_secs(90),
-        || {
-            let jobs = jobs.clone();
-            async move {
-                let job = jobs.get(name).await?;
-                let conditions = job.status.and_then(|s| s.conditions).unwrap_or_default();
-                Ok(conditions
-                    .iter()
-                    .any(|c| c.type_ == condition && c.status == "True")
-                    .then_some(()))
-            }
-        },
     )
+    .until(|| {
+        let jobs = jobs.clone();
+        async move {
+            let job = jobs.get(name).await?;
+            let conditions = job.status.and_then(|s| s.conditions).unwrap_or_default();
+            Ok(conditions
+                .iter()
+                .any(|c| c.type_ == condition && c.status == "True")
+                .then_some(()))
+        }
+    })
     .await
+    .map_err(Into::into)
 }
 
 #[tokio::test]
@@ -287,29 +264,30 @@ async fn terminated_pod(
     pods: &Api<Pod>,
     name: &str,
 ) -> Result<(String, k8s_openapi::api::core::v1::ContainerStateTerminated)> {
-    eventually(
+    Wait::new(
         &format!("the pod of Job {name} to terminate"),
         Duration::from_secs(90),
-        || {
-            let pods = pods.clone();
-            async move {
-                let list = pods
-                    .list(&ListParams::default().labels(&format!("job-name={name}")))
-                    .await?;
-                let Some(pod) = list.items.into_iter().next() else {
-                    return Ok(None);
-                };
-                let status = pod.status.unwrap_or_default();
-                let terminated = status
-                    .container_statuses
-                    .unwrap_or_default()
-                    .into_iter()
-                    .find_map(|c| c.state.and_then(|s| s.terminated));
-                Ok(terminated.map(|t| (status.phase.unwrap_or_default(), t)))
-            }
-        },
     )
+    .until(|| {
+        let pods = pods.clone();
+        async move {
+            let list = pods
+                .list(&ListParams::default().labels(&format!("job-name={name}")))
+                .await?;
+            let Some(pod) = list.items.into_iter().next() else {
+                return Ok(None);
+            };
+            let status = pod.status.unwrap_or_default();
+            let terminated = status
+                .container_statuses
+                .unwrap_or_default()
+                .into_iter()
+                .find_map(|c| c.state.and_then(|s| s.terminated));
+            Ok(terminated.map(|t| (status.phase.unwrap_or_default(), t)))
+        }
+    })
     .await
+    .map_err(Into::into)
 }
 
 #[tokio::test]

@@ -20,6 +20,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 
 use nova_testkit::fixtures::EXAMPLE_NOVA_YAML as EXAMPLE_NOVA;
+use nova_testkit::wait::Wait;
+
+/// How long a reload or a counter may take to show (the certificate poll runs every second).
+const RELOAD_WAIT: Duration = Duration::from_secs(10);
 
 fn install_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -232,17 +236,6 @@ fn review_body(operation: &str) -> Vec<u8> {
     .unwrap()
 }
 
-async fn eventually<F: AsyncFnMut() -> bool>(mut check: F, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
 #[tokio::test]
 async fn rotation_broken_pairs_and_readiness() {
     install_provider();
@@ -262,11 +255,10 @@ async fn rotation_broken_pairs_and_readiness() {
     assert_eq!(get(pending.admin, "/healthz").await.0, 200);
     std::fs::write(missing.join("tls.crt"), &first.cert_pem).unwrap();
     std::fs::write(missing.join("tls.key"), &first.key_pem).unwrap();
-    eventually(
-        async || get(pending.admin, "/readyz").await.0 == 200,
-        "readiness",
-    )
-    .await;
+    Wait::new("readiness", RELOAD_WAIT)
+        .until(|| async { get(pending.admin, "/readyz").await.0 == 200 })
+        .await
+        .expect("readiness");
 
     let mut dir = SecretDir::new(&tmp.path().join("secret"), &first);
     let store = CertStore::new(dir.cert(), dir.key());
@@ -280,11 +272,12 @@ async fn rotation_broken_pairs_and_readiness() {
     // A kept-alive connection survives the rotation; a new handshake sees the new pair.
     let mut old_conn = connect(running.addr, &running.ca_pem).await;
     dir.swap(&second.cert_pem, &second.key_pem);
-    eventually(
-        async || served_leaf(running.addr, &running.ca_pem).await == leaf_der(&second.cert_pem),
-        "the rotated certificate",
-    )
-    .await;
+    Wait::new("the rotated certificate", RELOAD_WAIT)
+        .until(|| async {
+            served_leaf(running.addr, &running.ca_pem).await == leaf_der(&second.cert_pem)
+        })
+        .await
+        .expect("the rotated certificate");
     let (code, body) = http(
         &mut old_conn,
         "/validate-nova-openstack-c5c3-io-v1alpha1-nova",
@@ -310,11 +303,12 @@ async fn rotation_broken_pairs_and_readiness() {
         leaf_der(&second.cert_pem)
     );
     dir.swap(&third.cert_pem, &third.key_pem);
-    eventually(
-        async || served_leaf(running.addr, &running.ca_pem).await == leaf_der(&third.cert_pem),
-        "the repaired pair",
-    )
-    .await;
+    Wait::new("the repaired pair", RELOAD_WAIT)
+        .until(|| async {
+            served_leaf(running.addr, &running.ca_pem).await == leaf_der(&third.cert_pem)
+        })
+        .await
+        .expect("the repaired pair");
 }
 
 #[tokio::test]
@@ -443,27 +437,28 @@ async fn connections_are_counted_by_alpn_while_open() {
         .await
         .unwrap();
     let http1 = connect(running.addr, &running.ca_pem).await;
-    eventually(
-        async || {
-            let metrics = get(running.admin, "/metrics").await.1;
-            series(&metrics, "nova_webhook_connections_total{alpn=\"h2\"}") == Some(1.0)
-                && series(&metrics, "nova_webhook_connections_total{alpn=\"none\"}") == Some(1.0)
-                && series(&metrics, "nova_webhook_open_connections") == Some(2.0)
-        },
+    Wait::new(
         "one h2 and one ALPN-less connection counted, both open",
+        RELOAD_WAIT,
     )
-    .await;
+    .until(|| async {
+        let metrics = get(running.admin, "/metrics").await.1;
+        series(&metrics, "nova_webhook_connections_total{alpn=\"h2\"}") == Some(1.0)
+            && series(&metrics, "nova_webhook_connections_total{alpn=\"none\"}") == Some(1.0)
+            && series(&metrics, "nova_webhook_open_connections") == Some(2.0)
+    })
+    .await
+    .expect("one h2 and one ALPN-less connection counted, both open");
     drop((h2, http1));
-    eventually(
-        async || {
+    Wait::new("no connection open once both closed", RELOAD_WAIT)
+        .until(|| async {
             series(
                 &get(running.admin, "/metrics").await.1,
                 "nova_webhook_open_connections",
             ) == Some(0.0)
-        },
-        "no connection open once both closed",
-    )
-    .await;
+        })
+        .await
+        .expect("no connection open once both closed");
 }
 
 /// A resolver whose PriorityClass lookups take a while, to hold a review in flight.
