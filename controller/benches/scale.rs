@@ -21,8 +21,6 @@
 //! environment, so its own variables apply (`NOVA_CONTROLLER_CLIENT_QPS=0` lifts the client
 //! limit; the results name the limit used).
 
-#[path = "../tests/nova_support/mod.rs"]
-mod nova_support;
 mod scale_support;
 
 use std::path::PathBuf;

@@ -59,7 +59,7 @@ fn operators(sample: &Sample) -> bool {
 
 /// The API server's counts now.
 pub async fn snapshot(client: &Client) -> Counts {
-    let text = crate::nova_support::apiserver_metrics(client).await;
+    let text = nova_testkit::apiserver::apiserver_metrics(client).await;
     let mut counts = Counts::new();
     for sample in samples(&text, "apiserver_request_total")
         .iter()

@@ -22,9 +22,9 @@ use nova_test_harness::{
     unregister_webhooks, wait_for_webhook,
 };
 
-use super::super::nova_support::example;
 use super::controller_process::{free_port, usage_of};
 use super::prometheus::{self, Sample};
+use nova_testkit::fixtures::example;
 
 const GROUP: &str = "nova.openstack.c5c3.io";
 
@@ -243,7 +243,7 @@ async fn burst(
     };
     let webhook_cpu = || webhook.map(|w| usage_of(w.child.id()).cpu_seconds);
     let (apiserver_before, webhook_before, webhook_cpu_before) = (
-        crate::nova_support::apiserver_metrics(client).await,
+        nova_testkit::apiserver::apiserver_metrics(client).await,
         scrape_webhook().await,
         webhook_cpu(),
     );
@@ -263,7 +263,7 @@ async fn burst(
     .expect("burst create");
     let elapsed = started.elapsed();
     let (apiserver_after, webhook_after, webhook_cpu_after) = (
-        crate::nova_support::apiserver_metrics(client).await,
+        nova_testkit::apiserver::apiserver_metrics(client).await,
         scrape_webhook().await,
         webhook_cpu(),
     );

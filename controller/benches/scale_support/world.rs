@@ -16,8 +16,9 @@ use nova_api::v1alpha1::{Nova, NovaCompute};
 use nova_controller::clusters::kinds as external;
 use serde_json::json;
 
-use super::super::nova_support::{POOL_LABEL, example, pool, provide_inputs, zoned_node};
 use super::openstack_double::Hosts;
+use nova_testkit::fixtures::{POOL_LABEL, example, pool, zoned_node};
+use nova_testkit::inputs::provide_inputs;
 
 /// Nodes per pool.
 pub const NODES_PER_POOL: usize = 10;
