@@ -98,3 +98,10 @@ pub async fn requests(client: &Client, resources: &[&str], verbs: &[&str]) -> u6
 pub async fn quiet_window(length: std::time::Duration) {
     tokio::time::sleep(length).await;
 }
+
+/// A negative over time: lets the controller run a few more passes, so that what must not
+/// happen (a new object, a released finalizer, a replaced pod) would have happened by the end.
+/// There is no state to wait for, since what matters is that nothing changes.
+pub async fn absence_window(length: std::time::Duration) {
+    tokio::time::sleep(length).await;
+}

@@ -46,3 +46,24 @@ pub async fn events_on(
         })
         .collect())
 }
+
+/// Waits until an event with `reason` is recorded in `ns`; returns every reason recorded
+/// there by then, oldest first.
+pub async fn wait_for_event(
+    client: &Client,
+    ns: &str,
+    reason: &str,
+    timeout: std::time::Duration,
+) -> Vec<String> {
+    crate::wait::Wait::new(format!("a {reason} event in {ns}"), timeout)
+        .until(|| async {
+            let reasons = event_reasons(client, ns).await;
+            if reasons.iter().any(|r| r == reason) {
+                crate::wait::Seen::Done(reasons)
+            } else {
+                crate::wait::Seen::Saw(format!("{reasons:?}"))
+            }
+        })
+        .await
+        .expect("the event")
+}

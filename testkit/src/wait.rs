@@ -18,9 +18,9 @@ use serde::de::DeserializeOwned;
 
 use crate::diagnose;
 
-/// Bounds of the poll interval: a probe is run about 300 times over its timeout, never more
-/// often than every 100 ms (the API server and nova-api share two cores with the test) and
-/// never less often than every second.
+/// Bounds of the default poll interval: a probe is run about 300 times over its timeout, never
+/// more often than every 100 ms (the API server and nova-api share two cores with the test)
+/// and never less often than every second ([`Wait::every`] sets another).
 const FASTEST_POLL: Duration = Duration::from_millis(100);
 const SLOWEST_POLL: Duration = Duration::from_secs(1);
 
@@ -114,6 +114,7 @@ struct Subject {
 pub struct Wait {
     label: String,
     timeout: Duration,
+    poll: Option<Duration>,
     subject: Option<Subject>,
 }
 
@@ -123,8 +124,17 @@ impl Wait {
         Self {
             label: label.into(),
             timeout,
+            poll: None,
             subject: None,
         }
+    }
+
+    /// Polls every `interval` instead of the default (about 300 looks over the timeout), for
+    /// a wait whose moment matters: a fault that must strike mid-convergence, a duration
+    /// that is measured.
+    pub fn every(mut self, interval: Duration) -> Self {
+        self.poll = Some(interval);
+        self
     }
 
     /// Reports the object `name` of kind `K` in `namespace` (its conditions and events, the
@@ -151,7 +161,9 @@ impl Wait {
         P: Probed<T>,
     {
         let started = Instant::now();
-        let poll = (self.timeout / 300).clamp(FASTEST_POLL, SLOWEST_POLL);
+        let poll = self
+            .poll
+            .unwrap_or_else(|| (self.timeout / 300).clamp(FASTEST_POLL, SLOWEST_POLL));
         loop {
             let left = self.timeout.saturating_sub(started.elapsed());
             let seen = match tokio::time::timeout(left.max(FASTEST_POLL), probe()).await {

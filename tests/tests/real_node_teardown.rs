@@ -11,6 +11,7 @@ use kube::api::{Api, PostParams};
 use nova_test_harness::images::TOOLS_IMAGE;
 use nova_test_harness::node::{self, Layout, NodeLock};
 use nova_test_harness::{ControlPlane, Options, pods, testbin_dir};
+use nova_testkit::wait::Wait;
 
 /// What the node may change on the host, as comparable text per aspect.
 fn snapshot() -> BTreeMap<&'static str, String> {
@@ -155,15 +156,11 @@ async fn stopping_the_node_leaves_the_machine_as_it_was() -> Result<()> {
     }))?;
     let pods_api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), &ns);
     pods_api.create(&PostParams::default(), &pod).await?;
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let p = pods_api.get("running").await?;
-        if p.status.and_then(|s| s.phase).as_deref() == Some("Running") {
-            break;
-        }
-        anyhow::ensure!(std::time::Instant::now() < deadline, "pod never ran");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    Wait::new("the pod to run", Duration::from_secs(60))
+        .for_object(&pods_api, "running", |p| {
+            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        })
+        .await?;
     let during = snapshot();
     assert_ne!(
         during["links"], before["links"],

@@ -5,7 +5,6 @@
 //! are a namespaced Role.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
@@ -73,18 +72,13 @@ async fn cached(
     check: impl Fn(Option<&ObjectMeta>) -> bool,
 ) {
     let kind = ApiResource::erase::<ConfigMap>(&());
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let meta = cluster.metadata(&kind, ns, name).expect("registered");
-        if check(meta.as_ref().map(|m| &m.metadata)) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the cache never showed {name} as expected"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    Wait::new(format!("the cache to show {name} as expected"), TIMEOUT)
+        .until(|| async {
+            let meta = cluster.metadata(&kind, ns, name).expect("registered");
+            check(meta.as_ref().map(|m| &m.metadata))
+        })
+        .await
+        .expect("the cached metadata");
 }
 
 #[tokio::test(flavor = "multi_thread")]

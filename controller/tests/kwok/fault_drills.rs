@@ -246,19 +246,19 @@ fn children_per_nova(ledger: &Mutex<Ledger>, namespaces: &[String]) -> Vec<usize
 /// Waits until every namespace holds at least `children` Nova-owned children: the Novas are
 /// converging.
 async fn wait_mid_convergence(ledger: &Mutex<Ledger>, namespaces: &[String], children: usize) {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let counts = children_per_nova(ledger, namespaces);
-        if counts.iter().all(|c| *c >= children) {
-            println!("children per Nova when the fault struck: {counts:?}");
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the Novas never started converging: {counts:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let counts = Wait::new("the Novas to start converging", TIMEOUT)
+        .every(Duration::from_millis(50))
+        .until(|| async {
+            let counts = children_per_nova(ledger, namespaces);
+            if counts.iter().all(|c| *c >= children) {
+                Seen::Done(counts)
+            } else {
+                Seen::Saw(format!("children per Nova {counts:?}"))
+            }
+        })
+        .await
+        .expect("the Novas converging");
+    println!("children per Nova when the fault struck: {counts:?}");
 }
 
 /// The fault `inflict` strikes while several Novas converge under the in-process controller:
@@ -319,6 +319,7 @@ async fn the_api_server_killed_and_restarted_mid_convergence_loses_nothing() {
 async fn etcd_frozen_mid_convergence_loses_nothing() {
     drill_mid_convergence("drill-etcd", |cp| async move {
         cp.pause_etcd().expect("SIGSTOP etcd");
+        // The fault lasts five seconds on purpose.
         tokio::time::sleep(Duration::from_secs(5)).await;
         let ready = cp.resume_etcd(READY_TIMEOUT).await.expect("SIGCONT etcd");
         println!(
@@ -344,11 +345,11 @@ async fn until_deployment(
     check: impl Fn(&Deployment) -> bool,
 ) -> Duration {
     let started = Instant::now();
-    let deadline = started + TIMEOUT;
-    while !check(&deployments.get(name).await.expect("deployment")) {
-        assert!(Instant::now() < deadline, "{what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    Wait::new(what, TIMEOUT)
+        .every(Duration::from_millis(100))
+        .for_object(deployments, name, check)
+        .await
+        .expect(what);
     started.elapsed()
 }
 
@@ -468,10 +469,10 @@ async fn a_conflicting_writer_is_undone_without_fighting_an_unrelated_field() {
         .await
         .expect("the intruder's unrelated fields");
     wait_converged(&novas, "nova", || Ok(())).await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    quiet_window(Duration::from_secs(3)).await;
     let applies = deployment_applies(&client).await;
     touch_five_times(&novas, "nova", "after-conflict", || passes(&metrics)).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    quiet_window(Duration::from_secs(2)).await;
     let settled = deployment_applies(&client).await - applies;
     let conductor = deployments.get("nova-conductor").await.expect("conductor");
     println!("after the unrelated edit: {settled} Deployment applies over five passes");
@@ -504,7 +505,7 @@ async fn a_burst_of_spec_edits_is_coalesced_into_few_passes() {
     wait_all_converged(&client, &namespaces).await;
     let novas: Api<Nova> = Api::namespaced(client.clone(), &namespaces[0]);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespaces[0]);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    quiet_window(Duration::from_secs(2)).await;
 
     let before = passes(&metrics);
     let started = Instant::now();
@@ -528,21 +529,17 @@ async fn a_burst_of_spec_edits_is_coalesced_into_few_passes() {
         |d| replicas(d) == Some(last),
     )
     .await;
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let nova = novas.get("nova").await.expect("nova");
-        let observed = nova.status.as_ref().and_then(|s| s.observed_generation);
-        if observed == nova.metadata.generation {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the last generation was never observed"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_nova_until(
+        &novas,
+        "nova",
+        "the last generation observed",
+        TIMEOUT,
+        |nova| nova.status.as_ref().and_then(|s| s.observed_generation) == nova.metadata.generation,
+    )
+    .await
+    .expect("the last generation observed");
     wait_converged(&novas, "nova", || Ok(())).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    quiet_window(Duration::from_secs(2)).await;
     let passes = passes(&metrics) - before;
     println!(
         "{EDITS} spec edits in {:.2}s were reconciled in {passes} passes",
@@ -636,6 +633,7 @@ impl Sampler {
                     seen.lock()
                         .expect("leadership")
                         .record(&leaders, lease, now);
+                    // The sampler's tick (it samples until stopped), not a wait for state.
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             })
@@ -718,16 +716,18 @@ async fn stop_replicas(replicas: Vec<Replica>, mut logged: Vec<String>) {
 
 /// The index of the replica reporting itself leader, once one does.
 async fn leader_of(replicas: &[Replica]) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        for (i, replica) in replicas.iter().enumerate() {
-            if replica.metric("nova_operator_leader").await == 1.0 {
-                return i;
+    Wait::new("a replica to take the lead", Duration::from_secs(60))
+        .every(Duration::from_millis(100))
+        .until(|| async {
+            for (i, replica) in replicas.iter().enumerate() {
+                if replica.metric("nova_operator_leader").await == 1.0 {
+                    return Some(i);
+                }
             }
-        }
-        assert!(Instant::now() < deadline, "no replica took the lead");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            None
+        })
+        .await
+        .expect("a leader")
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -761,15 +761,16 @@ async fn the_leader_killed_repeatedly_leaves_one_leader_and_each_job_created_onc
         }
         // Kill it mid-convergence: once it created a child (or 10 s passed).
         let before: usize = children_per_nova(&ledger, &namespaces).iter().sum();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while children_per_nova(&ledger, &namespaces)
-            .iter()
-            .sum::<usize>()
-            == before
-            && Instant::now() < deadline
-        {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let _ = Wait::new("a new child before the kill", Duration::from_secs(10))
+            .every(Duration::from_millis(50))
+            .until(|| async {
+                children_per_nova(&ledger, &namespaces)
+                    .iter()
+                    .sum::<usize>()
+                    > before
+            })
+            .await;
+        // Half a second into the leader's work on the new child, so the kill lands mid-pass.
         tokio::time::sleep(Duration::from_millis(500)).await;
         let leader = replicas.remove(lead);
         sampler.forget(&leader);
@@ -839,6 +840,7 @@ async fn a_leader_cut_off_from_the_api_server_stops_leading_before_its_lease_lap
         .collect();
     let sampler = Sampler::start(&client, &replicas);
     let first = leader_of(&replicas).await;
+    // The leader holds its lease a while before the outage, as a settled leader would.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let outage = Duration::from_secs(20);

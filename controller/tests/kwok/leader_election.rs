@@ -41,14 +41,10 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
         spawn("replica-a", cp.kubeconfig_path(), &ns, logs.path()),
         spawn("replica-b", cp.kubeconfig_path(), &ns, logs.path()),
     ];
-    let deadline = Instant::now() + TIMEOUT;
-    let leader = loop {
-        if let Some(h) = holder(&leases).await {
-            break h;
-        }
-        assert!(Instant::now() < deadline, "nobody acquired the lease");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let leader = Wait::new("a replica to acquire the lease", TIMEOUT)
+        .until(|| holder(&leases))
+        .await
+        .expect("a leader");
     novas
         .create(&PostParams::default(), &example(&ns))
         .await
@@ -73,11 +69,10 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
     // Kill the leader without letting it release the lease: the standby must wait it out.
     let killed = Instant::now();
     let lead_log = lead.kill().await;
-    let deadline = Instant::now() + Duration::from_secs(45);
-    while standby.metric("nova_operator_leader").await != 1.0 {
-        assert!(Instant::now() < deadline, "the standby never took over");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    Wait::new("the standby to take over", Duration::from_secs(45))
+        .until(|| async { standby.metric("nova_operator_leader").await == 1.0 })
+        .await
+        .expect("the takeover");
     let takeover = killed.elapsed();
     println!(
         "leader {leader} killed; {} took over after {:.1}s",
@@ -100,11 +95,10 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
         )
         .await
         .expect("touch");
-    let deadline = Instant::now() + TIMEOUT;
-    while standby.metric(reconciled).await <= before {
-        assert!(Instant::now() < deadline, "the new leader never reconciled");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    Wait::new("the new leader to reconcile", TIMEOUT)
+        .until(|| async { standby.metric(reconciled).await > before })
+        .await
+        .expect("the new leader reconciled");
 
     let standby_log = standby.kill().await;
     for log in [&lead_log, &standby_log] {

@@ -2,7 +2,7 @@
 //! content-addressed ConfigMap and its history, ExtraConfigHealthy and its event, the
 //! contract Secrets updated in place, the remote contract, and the last-good rule.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
@@ -24,19 +24,20 @@ async fn wait_for_config_maps(
     api: &Api<ConfigMap>,
     check: impl Fn(&[ConfigMap]) -> bool,
 ) -> Vec<ConfigMap> {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let items = config_maps(api).await;
-        if check(&items) {
-            return items;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the config ConfigMaps never settled: {:?}",
-            items.iter().map(|c| c.name_any()).collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    Wait::new("the config ConfigMaps to settle", TIMEOUT)
+        .until(|| async {
+            let items = config_maps(api).await;
+            if check(&items) {
+                Seen::Done(items)
+            } else {
+                Seen::Saw(format!(
+                    "{:?}",
+                    items.iter().map(|c| c.name_any()).collect::<Vec<_>>()
+                ))
+            }
+        })
+        .await
+        .expect("the ConfigMaps")
 }
 
 async fn patch_spec(novas: &Api<Nova>, spec: serde_json::Value) {
@@ -118,7 +119,7 @@ async fn config_map_history_owned_keys_contracts_and_last_good() {
         .patch("nova", &PatchParams::default(), &Patch::Merge(touch))
         .await
         .expect("touch");
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    absence_window(Duration::from_secs(2)).await;
     assert_eq!(config_maps(&cms).await.len(), 1);
 
     // Each changed extraConfig renders a new one; history is pruned to three besides the current.
@@ -156,27 +157,20 @@ async fn config_map_history_owned_keys_contracts_and_last_good() {
         "spec.extraConfig overrides operator-owned keys: [filter_scheduler] build_failure_weight_multiplier"
     );
     let events: Api<Event> = Api::namespaced(client.clone(), &ns);
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let found = events
-            .list(&Default::default())
-            .await
-            .expect("events")
-            .items
-            .into_iter()
-            .any(|e| {
-                e.reason.as_deref() == Some("ExtraConfigOwnedKeyOverride")
-                    && e.type_.as_deref() == Some("Warning")
-            });
-        if found {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no ExtraConfigOwnedKeyOverride event"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    Wait::new("a Warning ExtraConfigOwnedKeyOverride event", TIMEOUT)
+        .until(|| async {
+            let listed = events.list(&Default::default()).await?;
+            Ok(listed
+                .items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("ExtraConfigOwnedKeyOverride")
+                        && e.type_.as_deref() == Some("Warning")
+                })
+                .then_some(()))
+        })
+        .await
+        .expect("the event");
 
     // The contract: stable name, the six documented keys minus ca.crt, updated in place.
     let contract = secrets.get("nova-compute-config").await.expect("contract");
@@ -208,19 +202,16 @@ async fn config_map_history_owned_keys_contracts_and_last_good() {
         Some("nova-compute-config")
     );
     patch_spec(&novas, json!({"region": "region-two"})).await;
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let now = secrets.get("nova-compute-config").await.expect("contract");
-        if text(&now, "nova-compute.conf").contains("region-two") {
-            assert_eq!(now.uid(), contract.uid(), "updated in place, not recreated");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the contract never picked up the region"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let now = Wait::new("the contract to pick up the region", TIMEOUT)
+        .until(|| async {
+            let now = secrets.get("nova-compute-config").await?;
+            Ok(text(&now, "nova-compute.conf")
+                .contains("region-two")
+                .then_some(now))
+        })
+        .await
+        .expect("the contract's region");
+    assert_eq!(now.uid(), contract.uid(), "updated in place, not recreated");
 
     // The remote contract: waits for its URL without halting, then publishes, then goes away.
     put_secret(
@@ -277,37 +268,26 @@ async fn config_map_history_owned_keys_contracts_and_last_good() {
     );
     assert!(text(&remote, "ca.crt").starts_with("-----BEGIN CERTIFICATE-----"));
     patch_spec(&novas, json!({"remoteCompute": null})).await;
-    let deadline = Instant::now() + TIMEOUT;
-    while secrets
-        .get_opt("nova-remote-compute-config")
+    Wait::new("the remote contract withdrawn", TIMEOUT)
+        .for_deletion(&secrets, "nova-remote-compute-config")
         .await
-        .expect("get")
-        .is_some()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the remote contract was never withdrawn"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        .expect("the remote contract is gone");
     wait_for(&novas, "ComputeConfigReady", "ComputeConfigPublished").await;
     // The pass that deleted the Secret clears the reference when it writes the status, after
     // the steps behind ComputeConfig.
-    let deadline = Instant::now() + TIMEOUT;
-    while novas
-        .get("nova")
-        .await
-        .expect("nova")
-        .status
-        .and_then(|s| s.remote_compute_config_secret_ref)
-        .is_some()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "status.remoteComputeConfigSecretRef was never cleared"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_nova_until(
+        &novas,
+        "nova",
+        "status.remoteComputeConfigSecretRef cleared",
+        TIMEOUT,
+        |n| {
+            n.status
+                .as_ref()
+                .is_none_or(|s| s.remote_compute_config_secret_ref.is_none())
+        },
+    )
+    .await
+    .expect("the reference cleared");
 
     // The last-good rule: with the live API Deployment mounting the current ConfigMap, a section
     // carrying a newline is not rendered; the mounted ConfigMap stays in use.
@@ -331,27 +311,20 @@ async fn config_map_history_owned_keys_contracts_and_last_good() {
     let newest = current.iter().find(tls_bus).expect("newest").name_any();
     // The Deployment step keeps the API Deployment on the newest ConfigMap.
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let mounted = deployments
-            .get_opt("nova")
-            .await
-            .expect("get")
-            .and_then(|d| d.spec?.template.spec?.volumes)
-            .is_some_and(|volumes| {
-                volumes
-                    .iter()
-                    .any(|v| v.config_map.as_ref().is_some_and(|c| c.name == newest))
-            });
-        if mounted {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the API Deployment never mounted {newest}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    Wait::new(format!("the API Deployment to mount {newest}"), TIMEOUT)
+        .for_object(&deployments, "nova", |d| {
+            d.spec
+                .as_ref()
+                .and_then(|s| s.template.spec.as_ref())
+                .and_then(|s| s.volumes.as_ref())
+                .is_some_and(|volumes| {
+                    volumes
+                        .iter()
+                        .any(|v| v.config_map.as_ref().is_some_and(|c| c.name == newest))
+                })
+        })
+        .await
+        .expect("the mounted ConfigMap");
     let before = config_maps(&cms).await.len();
     patch_spec(&novas, json!({"extraConfig": {"DEFAULT": {"cpu_allocation_ratio": "1.0\n[DEFAULT]\ntransport_url = evil"}}})).await;
     let message = wait_for(&novas, "SecretsReady", "ConfigError").await;
@@ -360,7 +333,7 @@ async fn config_map_history_owned_keys_contracts_and_last_good() {
         "names the section: {message}"
     );
     assert!(!message.contains("evil"), "never the value: {message}");
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    absence_window(Duration::from_secs(2)).await;
     assert_eq!(
         config_maps(&cms).await.len(),
         before,

@@ -6,15 +6,17 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use nova_api::v1alpha1::Nova;
 use nova_controller::nova;
 use nova_testkit::prelude::*;
-use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn credential_steps_wait_in_order_then_derive_quietly() {
-    let cp = nova_test_harness::shared().await.expect("control plane");
+    // Its own control plane: the write counters it reads are the whole server's.
+    let cp = &nova_test_harness::ControlPlane::start()
+        .await
+        .expect("control plane");
     let client = cp.client().expect("client");
     let ns = cp.namespace("nova-credentials").await.expect("namespace");
     let metrics = start_controller(client.clone(), &ns).await;
@@ -149,21 +151,14 @@ async fn credential_steps_wait_in_order_then_derive_quietly() {
     // Quiet steady state, once the workloads are available: wake the controller without
     // changing anything it reads.
     wait_converged(&novas, "nova", || Ok(())).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    quiet_window(Duration::from_secs(2)).await;
     let (secret_writes, status_writes, passes_before) = (
         writes(&client, "secrets", "").await,
         writes(&client, "novas", "status").await,
         passes(&metrics),
     );
-    for i in 0..5 {
-        let touch = json!({"metadata": {"annotations": {"test.nova/touch": i.to_string()}}});
-        novas
-            .patch("nova", &PatchParams::default(), &Patch::Merge(touch))
-            .await
-            .expect("touch");
-        tokio::time::sleep(Duration::from_millis(700)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    touch_five_times(&novas, "nova", "quiet", || passes(&metrics)).await;
+    quiet_window(Duration::from_secs(2)).await;
     let reconciles = passes(&metrics) - passes_before;
     let secret_delta = writes(&client, "secrets", "").await - secret_writes;
     let status_delta = writes(&client, "novas", "status").await - status_writes;

@@ -6,7 +6,7 @@
 //! the real control plane.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Event, Pod, Secret};
@@ -139,17 +139,17 @@ fn counted(jobs: &JobMetrics, ns: &str) -> (u64, u64) {
 /// Waits until the counters read `expected` (a stamp that lost a race with another write of
 /// the Nova is retried on the next pass), then checks they stay there over more passes.
 async fn assert_counted(jobs: &JobMetrics, novas: &Api<Nova>, ns: &str, expected: (u64, u64)) {
-    let deadline = Instant::now() + TIMEOUT;
-    while counted(jobs, ns) != expected {
-        assert!(
-            Instant::now() < deadline,
-            "counted {:?}, expected {expected:?}",
-            counted(jobs, ns)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    Wait::new(format!("the Job counters to read {expected:?}"), TIMEOUT)
+        .until(|| async {
+            match counted(jobs, ns) {
+                now if now == expected => Seen::Done(()),
+                now => Seen::Saw(format!("{now:?}")),
+            }
+        })
+        .await
+        .expect("the counters");
     poke(novas, 100 + 10 * expected.0 as u32 + expected.1 as u32).await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    absence_window(Duration::from_secs(1)).await;
     assert_eq!(
         counted(jobs, ns),
         expected,
@@ -163,14 +163,10 @@ async fn install(client: &Client, ns: &str, novas: &Api<Nova>) {
         wait_for(novas, "DatabaseReady", "DBSyncInProgress").await,
         "db_sync job is running"
     );
-    let deadline = Instant::now() + TIMEOUT;
-    while end_held_pods(client, ns, "nova-db-sync", 0, REPORT).await == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the db-sync Job never made a pod"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    Wait::new("the db-sync Job to make a pod", TIMEOUT)
+        .until(|| async { end_held_pods(client, ns, "nova-db-sync", 0, REPORT).await > 0 })
+        .await
+        .expect("the db-sync pod");
     assert_eq!(
         wait_for(novas, "DatabaseReady", "DatabaseSynced").await,
         "Database schema is up to date (revision verified)"
@@ -315,21 +311,26 @@ async fn a_failing_db_sync_job_reports_db_sync_failed() {
     wait_for(&novas, "DatabaseReady", "DBSyncInProgress").await;
     // Five attempts (backoffLimit 4), the Job controller backing off 10, 20, 40 and 80 s
     // between them.
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
+    // Each look also ends the attempt's pod (the test plays the kubelet).
+    let message = about_nova(
+        &novas,
+        "nova",
+        "DatabaseReady=DBSyncFailed",
+        Duration::from_secs(300),
+    )
+    .until(|| async {
         end_held_pods(&client, &ns, "nova-db-sync", 1, "").await;
-        if let Some((_, reason, message)) = condition(&novas, "DatabaseReady").await
-            && reason == "DBSyncFailed"
-        {
-            assert_eq!(
-                message,
-                format!("db_sync job failed: job has permanently failed: {ns}/nova-db-sync")
-            );
-            break;
-        }
-        assert!(Instant::now() < deadline, "the db-sync Job never failed");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+        Ok(condition(&novas, "DatabaseReady")
+            .await
+            .filter(|(_, reason, _)| reason == "DBSyncFailed")
+            .map(|(_, _, message)| message))
+    })
+    .await
+    .expect("the db-sync Job failed");
+    assert_eq!(
+        message,
+        format!("db_sync job failed: job has permanently failed: {ns}/nova-db-sync")
+    );
     assert!(
         event_reasons(&client, &ns)
             .await
@@ -367,21 +368,19 @@ async fn archive_run(client: &Client, ns: &str, cron: &CronJob, name: &str, exit
     jobs.create(&PostParams::default(), &job)
         .await
         .expect("create run");
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let job = jobs.get(name).await.expect("run");
-        let ended = job
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True");
-        if ended {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the run {name} never ended");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    Wait::new(format!("the run {name} to end"), TIMEOUT)
+        .for_object(&jobs, name, |job| {
+            job.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|conditions| {
+                    conditions.iter().any(|c| {
+                        (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True"
+                    })
+                })
+        })
+        .await
+        .expect("the run ended");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -420,6 +419,7 @@ async fn archive_runs_fail_recover_and_a_suspension_outranks_a_failure_then_dele
             .any(|r| r == "DBArchiveJobFailed")
     );
 
+    // Creation timestamps have a one-second resolution: the next run must be the younger.
     tokio::time::sleep(Duration::from_secs(1)).await;
     archive_run(&client, &ns, &cron, "nova-db-archive-2", 0).await;
     poke(&novas, 2).await;
@@ -434,6 +434,7 @@ async fn archive_runs_fail_recover_and_a_suspension_outranks_a_failure_then_dele
         2
     );
 
+    // Creation timestamps have a one-second resolution: the next run must be the younger.
     tokio::time::sleep(Duration::from_secs(1)).await;
     archive_run(&client, &ns, &cron, "nova-db-archive-3", 1).await;
     novas
@@ -465,14 +466,15 @@ async fn archive_runs_fail_recover_and_a_suspension_outranks_a_failure_then_dele
         .delete("nova", &DeleteParams::default())
         .await
         .expect("delete");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while novas.get_opt("nova").await.expect("get").is_some() {
-        assert!(
-            Instant::now() < deadline,
-            "the finalizer was never released"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    about_nova(
+        &novas,
+        "nova",
+        "the finalizer released",
+        Duration::from_secs(120),
+    )
+    .for_deletion(&novas, "nova")
+    .await
+    .expect("the Nova is gone");
     let exported = metrics.render();
     assert!(
         !exported.contains(&format!("namespace=\"{ns}\"")),

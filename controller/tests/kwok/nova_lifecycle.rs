@@ -4,9 +4,9 @@
 //! the MariaDB objects of the same names, which are the user's. (Kept apart from the credential
 //! suite, whose steady-state write count must see no other test's writes.)
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Event, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use nova_api::v1alpha1::Nova;
@@ -34,7 +34,7 @@ async fn an_unresolvable_target_cluster_waits_without_a_finalizer() {
         wait_for_reason(&novas, "nova", "TargetClusterUnavailable").await,
         "cluster not found"
     );
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    absence_window(Duration::from_secs(2)).await;
     let nova = novas.get("nova").await.expect("nova");
     assert!(
         nova.finalizers().is_empty(),
@@ -77,19 +77,10 @@ async fn deletion_holds_the_finalizer_while_a_database_object_is_live() {
         &ns,
         &nova_controller::clusters::kinds::mariadb_children()[0],
     );
-    let deadline = Instant::now() + TIMEOUT;
-    while databases
-        .get_opt("nova-nova-cell0")
+    Wait::new("the cell0 Database provisioned", TIMEOUT)
+        .for_object(&databases, "nova-nova-cell0", |_| true)
         .await
-        .expect("get")
-        .is_none()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the cell0 Database was never provisioned"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        .expect("the cell0 Database");
     databases
         .patch(
             "nova-nova-cell0",
@@ -103,26 +94,7 @@ async fn deletion_holds_the_finalizer_while_a_database_object_is_live() {
         .delete("nova", &DeleteParams::default())
         .await
         .expect("delete");
-    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let reasons: Vec<String> = events
-            .list(&Default::default())
-            .await
-            .expect("events")
-            .items
-            .into_iter()
-            .filter_map(|e| e.reason)
-            .collect();
-        if reasons.iter().any(|r| r == "FinalizingDatabase") {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no FinalizingDatabase event: {reasons:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for_event(&client, &ns, "FinalizingDatabase", TIMEOUT).await;
     let held = databases.get("nova-nova-cell0").await.expect("database");
     assert!(
         held.metadata.deletion_timestamp.is_some(),
@@ -131,14 +103,15 @@ async fn deletion_holds_the_finalizer_while_a_database_object_is_live() {
     // The pass after the one that found it live releases the Nova: the flow never waits for
     // the MariaDB operator to finish dropping (its pods would keep connections until the
     // owner's cascade deletes them), so the held Database is still terminating.
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while novas.get_opt("nova").await.expect("get").is_some() {
-        assert!(
-            Instant::now() < deadline,
-            "the finalizer was never released"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    about_nova(
+        &novas,
+        "nova",
+        "the finalizer released",
+        Duration::from_secs(90),
+    )
+    .for_deletion(&novas, "nova")
+    .await
+    .expect("the Nova is gone");
     assert!(
         databases
             .get_opt("nova-nova-cell0")

@@ -52,24 +52,12 @@ async fn generations(deployments: &Api<Deployment>) -> BTreeMap<String, i64> {
     out
 }
 
-async fn until<F, Fut>(what: &str, mut check: F)
+async fn until<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = Instant::now() + TIMEOUT;
-    while !check().await {
-        assert!(Instant::now() < deadline, "{what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-async fn touch(novas: &Api<Nova>, label: &str) {
-    let touch = json!({"metadata": {"annotations": {"test.nova/touch": label}}});
-    novas
-        .patch("nova", &PatchParams::default(), &Patch::Merge(touch))
-        .await
-        .expect("touch");
+    Wait::new(what, TIMEOUT).until(check).await.expect(what);
 }
 
 async fn exists<K>(client: &Client, ns: &str, name: &str) -> bool
@@ -105,7 +93,7 @@ async fn from_nothing_to_every_workload_then_rotation_autoscaling_and_the_proxy_
     let client = cp.client().expect("client");
     let ns = cp.namespace("nova-workloads").await.expect("namespace");
     provide_inputs(&client, &ns).await;
-    start_controller(client.clone(), &ns).await;
+    let metrics = start_controller(client.clone(), &ns).await;
     let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     let t = Instant::now();
@@ -182,11 +170,8 @@ async fn from_nothing_to_every_workload_then_rotation_autoscaling_and_the_proxy_
         WORKLOADS.len(),
         "a fresh install rolls nothing: one ReplicaSet per Deployment"
     );
-    for i in 0..3 {
-        touch(&novas, &format!("noop-{i}")).await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    touch_five_times(&novas, "nova", "noop", || passes(&metrics)).await;
+    absence_window(Duration::from_secs(1)).await;
     assert_eq!(
         generations(&deployments).await,
         before,
@@ -215,7 +200,7 @@ async fn from_nothing_to_every_workload_then_rotation_autoscaling_and_the_proxy_
         generations(&deployments).await["nova-metadata"] > before["nova-metadata"]
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    absence_window(Duration::from_secs(2)).await;
     let after = generations(&deployments).await;
     for name in WORKLOADS.iter().filter(|n| **n != "nova-metadata") {
         assert_eq!(after[*name], before[*name], "{name} did not roll");
@@ -244,11 +229,8 @@ async fn from_nothing_to_every_workload_then_rotation_autoscaling_and_the_proxy_
         )
         .await
         .expect("scale");
-    for i in 0..3 {
-        touch(&novas, &format!("scaled-{i}")).await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    touch_five_times(&novas, "nova", "scaled", || passes(&metrics)).await;
+    absence_window(Duration::from_secs(1)).await;
     assert_eq!(
         deployments
             .get("nova")
@@ -330,7 +312,9 @@ async fn an_upgrade_rolls_the_roles_in_pipeline_order_then_flips_to_contracting(
         .await
         .expect("bump");
 
-    // Record the order in which each Deployment's template takes the new image.
+    // Record the order in which each Deployment's template takes the new image: a sampler
+    // at 100 ms (a role rolling before the previous one converged must be caught between two
+    // looks), bounded like a wait.
     let new_image = "ghcr.io/c5c3/nova:2026.2";
     let mut order: Vec<String> = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(120);

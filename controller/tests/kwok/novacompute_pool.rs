@@ -23,9 +23,9 @@ use nova_api::v1alpha1::{NodePhase, Nova, NovaCompute};
 use nova_controller::clusters::Registry;
 use nova_controller::metrics::Metrics;
 use nova_testkit::prelude::{
-    POOL_LABEL, READ_VERBS, WRITE_VERBS, about_pool, create_zoned_node, occurrences, pool,
-    pool_condition, pool_reason_for, provide_pool_nova, quiet_window, requests, start_novacompute,
-    touch_five_times, unreachable_keystone, wait_pool_for, writes,
+    POOL_LABEL, READ_VERBS, WRITE_VERBS, about_pool, absence_window, create_zoned_node,
+    occurrences, pool, pool_condition, pool_reason_for, provide_pool_nova, quiet_window, requests,
+    start_novacompute, touch_five_times, unreachable_keystone, wait_pool_for, writes,
 };
 use serde_json::{Value, json};
 
@@ -202,8 +202,7 @@ async fn deletion_held(pools: &Api<NovaCompute>, name: &str) {
     })
     .await;
     wait_for(pools, name, "AggregatesReady", "ComputeAPIError").await;
-    // A negative over time: the finalizer must still hold after a few more failed passes.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    absence_window(Duration::from_secs(3)).await;
     let held = pools.get_opt(name).await.expect("get").expect("held");
     assert!(
         held.finalizers()
@@ -391,8 +390,7 @@ async fn node_pools_on_kwok_nodes() {
         held("pool-node-2"),
         "the draining node's term stays"
     );
-    // A negative over time: the DaemonSet controller would have replaced the pod by now.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    absence_window(Duration::from_secs(2)).await;
     assert_eq!(
         pods_by_node(&client, &ns, "pool-a").await,
         before,
@@ -507,8 +505,7 @@ async fn node_pools_on_kwok_nodes() {
     })
     .await;
     assert!(draining.metadata.deletion_timestamp.is_some());
-    // A negative over time: the DaemonSet must still be there after a few more passes.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    absence_window(Duration::from_secs(3)).await;
     let ds = daemonsets
         .get("pool-a-nova-compute")
         .await

@@ -1,6 +1,6 @@
 //! Golden files: the full nova.conf of two fixtures at both releases, logging.ini, the compute
 //! fragment and the remote fragment, and the example pool's compute-pool.conf and DaemonSet
-//! as `render -f pool.yaml --nova nova.yaml` prints them. `UPDATE_GOLDEN=1 cargo test -p nova-controller --test
+//! as `render -f pool.yaml --nova nova.yaml` prints them. `UPDATE_GOLDEN=1 cargo test -p nova-controller --test pure
 //! render_golden` rewrites them.
 
 use crate::render_support::{RELEASES, assert_golden, at_release, example, full};

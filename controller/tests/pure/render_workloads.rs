@@ -1,6 +1,6 @@
 //! Golden files of the five Deployments (pod templates included), their Services and the API's
 //! disruption budget, for the Example and the fully loaded fixture. `UPDATE_GOLDEN=1 cargo test
-//! -p nova-controller --test render_workloads` rewrites them.
+//! -p nova-controller --test pure render_workloads` rewrites them.
 
 use crate::render_support::{assert_golden, example, full};
 use nova_api::defaults::default_nova;

@@ -565,6 +565,8 @@ async fn aggregates_and_the_drain(
         if aggregates() > count {
             seen.push((aggregates(), Instant::now()));
         }
+        // A sampler timestamping passes (the gaps between them are the measurement), not a
+        // wait for state: a coarser poll would blur the gaps.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let gaps: Vec<String> = seen

@@ -33,8 +33,8 @@ use nova_test_harness::{ControlPlane, http};
 use serde_json::json;
 
 use nova_testkit::prelude::{
-    POOL_LABEL, create_zoned_node, occurrences, pool_reason, provide_pool_nova, start_novacompute,
-    touch_five_times, writes,
+    POOL_LABEL, create_zoned_node, occurrences, pool_reason, provide_pool_nova, quiet_window,
+    start_novacompute, touch_five_times, writes,
 };
 use nova_testkit::proof_nova::{create_hypervisor, discover_hosts, routes, service_user, start};
 use nova_testkit::wait::Wait;
@@ -233,7 +233,7 @@ async fn pools_through_the_controller(
             .sum::<i32>();
         Ok::<_, anyhow::Error>((writes(&kube, "novacomputes", "status").await, on_pool))
     };
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    quiet_window(Duration::from_secs(3)).await;
     let before = quiet().await?;
     let passes = || {
         metrics
@@ -242,7 +242,7 @@ async fn pools_through_the_controller(
             .get_sample_count()
     };
     touch_five_times(&pools, "pool-a", "pool-a", passes).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    quiet_window(Duration::from_secs(2)).await;
     let after = quiet().await?;
     ensure!(
         before == after,

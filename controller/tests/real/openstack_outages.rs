@@ -31,7 +31,7 @@ use nova_test_harness::images::{nova_image, pinned};
 use nova_test_harness::openstack::{self, MARIADB, RABBITMQ};
 use nova_test_harness::pods;
 use nova_testkit::inputs::accept_routes;
-use nova_testkit::prelude::{holds, reason};
+use nova_testkit::prelude::{about_nova, holds, reason};
 use nova_testkit::real::*;
 use serde_json::{Value, json};
 
@@ -93,7 +93,7 @@ fn lost(
         .collect()
 }
 
-/// Polls the Nova every second (playing the Gateway) until `done` holds, collecting every
+/// Waits (playing the Gateway) until `done` holds on the Nova, collecting every
 /// `Type=False/Reason` seen; dumps the namespace and fails after `timeout`.
 async fn watch_until(
     client: &Client,
@@ -104,28 +104,30 @@ async fn watch_until(
 ) -> BTreeSet<String> {
     let novas: Api<Nova> = Api::namespaced(client.clone(), ns);
     let started = Instant::now();
-    let mut seen = BTreeSet::new();
-    loop {
-        accept_routes(client, ns).await;
-        let nova = novas.get("nova").await.expect("nova");
-        for c in nova.status.iter().flat_map(|s| s.conditions.iter()) {
-            if c.status == "False" && c.type_ != "Ready" {
-                seen.insert(format!("{}=False/{}", c.type_, c.reason));
+    let seen = std::sync::Mutex::new(BTreeSet::new());
+    let waited = about_nova(&novas, "nova", what, timeout)
+        .until(|| async {
+            accept_routes(client, ns).await;
+            let nova = novas.get("nova").await?;
+            let mut seen = seen.lock().expect("seen");
+            for c in nova.status.iter().flat_map(|s| s.conditions.iter()) {
+                if c.status == "False" && c.type_ != "Ready" {
+                    seen.insert(format!("{}=False/{}", c.type_, c.reason));
+                }
             }
-        }
-        if done(&nova) {
-            eprintln!(
-                "drill: {what} after {:.0}s; False conditions seen: {seen:?}",
-                started.elapsed().as_secs_f64()
-            );
-            return seen;
-        }
-        if started.elapsed() > timeout {
-            dump(client, ns).await;
-            panic!("{what} not within {timeout:?}; False conditions seen: {seen:?}");
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+            Ok(done(&nova).then_some(()))
+        })
+        .await;
+    let seen = seen.into_inner().expect("seen");
+    if let Err(timeout) = waited {
+        dump(client, ns).await;
+        panic!("{timeout}\nFalse conditions seen: {seen:?}");
     }
+    eprintln!(
+        "drill: {what} after {:.0}s; False conditions seen: {seen:?}",
+        started.elapsed().as_secs_f64()
+    );
+    seen
 }
 
 /// Sets the replica count of a Deployment through its scale subresource, as `kubectl scale`.
@@ -252,6 +254,7 @@ async fn drill(
         down,
     )
     .await;
+    // The outage lasts `hold` on purpose: the reconcile must meet it, not a blip.
     tokio::time::sleep(hold).await;
     restart.await;
     eprintln!("drill: {name} restarted");

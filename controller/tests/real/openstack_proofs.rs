@@ -5,7 +5,7 @@
 //! pod with the fake driver registers as a service the compute API lists with a Keystone token.
 //! All three run in one namespace, in order, because each builds on the one before.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
 use kube::api::Api;
@@ -15,6 +15,7 @@ use nova_test_harness::openstack::nova::{
 };
 use nova_test_harness::openstack::{self, write_secret};
 use nova_test_harness::{http, pods, shared_real_node};
+use nova_testkit::wait::Wait;
 use serde_json::{Value, json};
 
 const RELEASE: &str = "2026.1";
@@ -92,40 +93,34 @@ async fn nova_runs_for_real_from_hand_written_templates() -> Result<()> {
     start_conductor_and_compute(&client, &ns, RELEASE).await?;
     let api_addr = api_address(&client, &ns).await?;
     let token = os.admin_token().await?;
-    let deadline = Instant::now() + TIMEOUT;
-    let compute_service = loop {
-        let r = http::request(
-            api_addr,
-            "GET",
-            "/v2.1/os-services?binary=nova-compute",
-            &[
-                ("X-Auth-Token", &token),
-                ("OpenStack-API-Version", "compute 2.69"),
-            ],
-            None,
-        )
+    let compute_service = Wait::new("nova-compute to register", TIMEOUT)
+        .until(|| async {
+            let r = http::request(
+                api_addr,
+                "GET",
+                "/v2.1/os-services?binary=nova-compute",
+                &[
+                    ("X-Auth-Token", &token),
+                    ("OpenStack-API-Version", "compute 2.69"),
+                ],
+                None,
+            )
+            .await?;
+            ensure!(
+                r.status == 200,
+                "GET /os-services answered {}: {}",
+                r.status,
+                String::from_utf8_lossy(&r.body)
+            );
+            let body = r.json()?;
+            Ok(body["services"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|s| s["host"] == "proof-compute-0" && s["state"] == "up")
+                .cloned())
+        })
         .await?;
-        ensure!(
-            r.status == 200,
-            "GET /os-services answered {}: {}",
-            r.status,
-            String::from_utf8_lossy(&r.body)
-        );
-        let body = r.json()?;
-        if let Some(s) = body["services"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|s| s["host"] == "proof-compute-0" && s["state"] == "up")
-        {
-            break s.clone();
-        }
-        ensure!(
-            Instant::now() < deadline,
-            "nova-compute never registered: {body}"
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    };
     eprintln!(
         "proof 3: nova-compute registered ({compute_service}) after {:.1}s",
         t.elapsed().as_secs_f64()
@@ -205,24 +200,17 @@ async fn the_simulated_operators_have_real_effects() -> Result<()> {
             plural,
         );
         let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
-        let deadline = Instant::now() + TIMEOUT;
-        loop {
-            let o = api.get(name).await?;
-            let conditions = o.data["status"]["conditions"].clone();
-            if conditions
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            {
-                break;
-            }
-            ensure!(
-                Instant::now() < deadline,
-                "{kind} {name} never became Ready: {conditions}"
-            );
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
+        Wait::new(format!("{kind} {name} to become Ready"), TIMEOUT)
+            .until(|| async {
+                let o = api.get(name).await?;
+                Ok(o.data["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+                    .then_some(()))
+            })
+            .await?;
     }
     // The user really owns the schema.
     apply_all(

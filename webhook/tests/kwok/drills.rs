@@ -24,6 +24,7 @@ use nova_test_harness::{
 use serde_json::json;
 
 use nova_testkit::fixtures::EXAMPLE_NOVA_YAML as EXAMPLE_NOVA;
+use nova_testkit::wait::Wait;
 const CLIENTS: usize = 8;
 /// The API server's text when a failing-closed webhook cannot be called.
 const REFUSED: &str = "failed calling webhook";
@@ -294,15 +295,17 @@ impl Drill {
 
     /// Waits until the webhook has logged `n` certificate reloads.
     async fn wait_for_reloads(&self, n: usize) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while self
-            .webhook
-            .log_lines_containing("serving certificate reloaded")
-            < n
-        {
-            assert!(Instant::now() < deadline, "the webhook did not reload {n}x");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        Wait::new(
+            format!("the webhook to reload its certificate {n}x"),
+            Duration::from_secs(30),
+        )
+        .until(|| async {
+            self.webhook
+                .log_lines_containing("serving certificate reloaded")
+                >= n
+        })
+        .await
+        .expect("the reloads");
     }
 
     async fn end(self) {
@@ -310,6 +313,12 @@ impl Drill {
             .await
             .expect("unregister");
     }
+}
+
+/// Lets the load run through the current phase: each phase lasts a few seconds on purpose, so
+/// every phase sees requests (a duration, not a wait for state).
+async fn load_for(length: Duration) {
+    tokio::time::sleep(length).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -322,13 +331,13 @@ async fn killed_webhook_fails_closed_under_load_and_recovers_after_restart() {
     });
     let started = Instant::now();
     let load = Load::start(&drill.client, &drill.ns, &phases);
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    load_for(Duration::from_secs(3)).await;
 
     // A request in flight at the kill is refused: it belongs to no phase asserted on.
     phases.enter("killing");
     drill.webhook.kill().expect("SIGKILL");
     phases.enter("killed");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    load_for(Duration::from_secs(3)).await;
 
     phases.enter("restarting");
     let restart = Instant::now();
@@ -338,7 +347,7 @@ async fn killed_webhook_fails_closed_under_load_and_recovers_after_restart() {
         restart.elapsed()
     );
     phases.enter("restarted");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    load_for(Duration::from_secs(3)).await;
     let tally = load.finish().await;
     eprintln!("drill: webhook kill drill ran {:?}", started.elapsed());
 
@@ -370,7 +379,7 @@ async fn serving_certificate_rotation_and_ca_roll_under_load_fail_no_request() {
     });
     let started = Instant::now();
     let load = Load::start(&drill.client, &drill.ns, &phases);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    load_for(Duration::from_secs(2)).await;
 
     // A new leaf from the same CA.
     let leaf = old_ca
@@ -379,25 +388,25 @@ async fn serving_certificate_rotation_and_ca_roll_under_load_fail_no_request() {
     drill.certs.rotate(&leaf.cert_pem, &leaf.key_pem).unwrap();
     drill.wait_for_reloads(1).await;
     eprintln!("drill: serving a new leaf of the same CA");
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    load_for(Duration::from_secs(2)).await;
 
     // The CA roll: trust both, serve the new CA's leaf, then trust only the new CA.
     drill.registration.ca_bundle_pem = format!("{}{}", old_ca.cert_pem(), new_ca.cert_pem());
     drill.register_and_wait().await;
     // The API server picks the configuration up from its informer; give it time to, as a
     // CA-injecting controller does, before the leaf changes.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    load_for(Duration::from_secs(3)).await;
     let leaf = new_ca
         .issue_serving("nova-webhook", &["127.0.0.1"])
         .unwrap();
     drill.certs.rotate(&leaf.cert_pem, &leaf.key_pem).unwrap();
     drill.wait_for_reloads(2).await;
     eprintln!("drill: serving the new CA's leaf with both CAs trusted");
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    load_for(Duration::from_secs(2)).await;
     drill.registration.ca_bundle_pem = new_ca.cert_pem().to_owned();
     drill.register_and_wait().await;
     eprintln!("drill: only the new CA trusted");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    load_for(Duration::from_secs(3)).await;
     let tally = load.finish().await;
     eprintln!("drill: rotation drill ran {:?}", started.elapsed());
 

@@ -3,7 +3,7 @@
 //! an answer with its uid, and every defaulting patch applies to the object it was made for and
 //! turns its spec into the spec defaulted.
 //!
-//! `NOVA_WEBHOOK_FUZZ_ITERATIONS=200000 cargo test -p nova-webhook --release --test robustness`
+//! `NOVA_WEBHOOK_FUZZ_ITERATIONS=200000 cargo test -p nova-webhook --release --test pure robustness`
 //! runs it longer.
 
 use nova_api::v1alpha1::{Nova, NovaCompute};

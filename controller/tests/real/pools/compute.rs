@@ -5,9 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nova_test_harness::http::{self, Response};
+use nova_testkit::wait::{Seen, Wait};
 use serde_json::{Value, json};
 
 /// 2.37 is the first microversion that boots a server with `"networks": "none"` (no port: the
@@ -82,28 +83,29 @@ impl Admin {
             .as_str()
             .expect("a server id")
             .to_owned();
-        let deadline = Instant::now() + timeout;
-        loop {
-            let shown = self
-                .expect("GET", &format!("/servers/{id}"), None, &[200])
-                .await;
-            let status = shown["server"]["status"].as_str().unwrap_or_default();
-            match status {
-                "ACTIVE" => {
-                    assert_eq!(
-                        shown["server"]["OS-EXT-SRV-ATTR:host"],
-                        json!(host),
-                        "{shown}"
-                    );
-                    return id;
+        let shown = Wait::new(format!("server {name} to leave BUILD"), timeout)
+            .until(|| async {
+                let shown = self
+                    .expect("GET", &format!("/servers/{id}"), None, &[200])
+                    .await;
+                match shown["server"]["status"].as_str().unwrap_or_default() {
+                    "ACTIVE" | "ERROR" => Seen::Done(shown),
+                    status => Seen::Saw(status.to_owned()),
                 }
-                "ERROR" => panic!("server {name} failed: {}", shown["server"]["fault"]),
-                _ if Instant::now() > deadline => {
-                    panic!("server {name} is {status} after {timeout:?}")
-                }
-                _ => tokio::time::sleep(Duration::from_secs(1)).await,
-            }
-        }
+            })
+            .await
+            .expect("the server left BUILD");
+        assert_eq!(
+            shown["server"]["status"], "ACTIVE",
+            "server {name} failed: {}",
+            shown["server"]["fault"]
+        );
+        assert_eq!(
+            shown["server"]["OS-EXT-SRV-ATTR:host"],
+            json!(host),
+            "{shown}"
+        );
+        id
     }
 
     /// Deletes servers and waits until Nova no longer shows them.
@@ -112,20 +114,22 @@ impl Admin {
             self.expect("DELETE", &format!("/servers/{id}"), None, &[204, 404])
                 .await;
         }
-        let deadline = Instant::now() + timeout;
-        for id in ids {
-            while self
+        let gone = |id: String| async move {
+            let status = self
                 .call("GET", &format!("/servers/{id}"), None)
                 .await
-                .map(|r| r.status)
-                != Ok(404)
-            {
-                assert!(
-                    Instant::now() < deadline,
-                    "server {id} is not gone after {timeout:?}"
-                );
-                tokio::time::sleep(Duration::from_secs(1)).await;
+                .map(|r| r.status);
+            if status == Ok(404) {
+                Seen::Done(())
+            } else {
+                Seen::Saw(format!("GET answered {status:?}"))
             }
+        };
+        for id in ids {
+            Wait::new(format!("server {id} to be gone"), timeout)
+                .until(|| gone(id.clone()))
+                .await
+                .expect("the server is gone");
         }
     }
 

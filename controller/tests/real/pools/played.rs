@@ -8,12 +8,13 @@
 //! that pod is gone or replaced. Played pods carry [`PLAYED_FOR`], never the DaemonSet's labels.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use nova_test_harness::node::NODE_NAME;
+use nova_testkit::wait::Wait;
 use serde_json::{Value, json};
 
 use super::{pool_pods, running};
@@ -48,6 +49,7 @@ impl Player {
                 if let Err(e) = play(&client, &ns, &pool, &nodes).await {
                     eprintln!("PLAYED nova-compute: a round failed, retrying: {e}");
                 }
+                // The player's tick (it plays until dropped), not a wait for state.
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         }))
@@ -61,20 +63,10 @@ impl Player {
         let _ = pods
             .delete_collection(&DeleteParams::default(), &played)
             .await;
-        let deadline = Instant::now() + timeout;
-        while !pods
-            .list(&played)
+        Wait::new("the played pods to be gone", timeout)
+            .until(|| async { Ok(pods.list(&played).await?.items.is_empty().then_some(())) })
             .await
-            .expect("played pods")
-            .items
-            .is_empty()
-        {
-            assert!(
-                Instant::now() < deadline,
-                "played pods still there after {timeout:?}"
-            );
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
+            .expect("the played pods are gone");
     }
 }
 

@@ -49,6 +49,7 @@ impl Sampler {
             let mut services_seen = BTreeSet::new();
             loop {
                 sample(&client, &ns, &admin, &shared, &mut services_seen).await;
+                // The sampler's tick (it samples until dropped), not a wait for state.
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         });
