@@ -62,8 +62,10 @@ running() {
   [ "${stat%% *}" != Z ]
 }
 
-# Stops what this script started: its children (SIGTERM, SIGKILL after 10 s) and the light
-# mode's control plane (`down`: etcd, kube-apiserver, controller-manager, scheduler, kwok).
+# Stops what this script started: its children (SIGTERM; SIGKILL only after 120 s, since the
+# full mode's nova-control-plane serve tears down OpenStack, the node and the control plane) and
+# the light mode's control plane (`down`: etcd, kube-apiserver, controller-manager, scheduler,
+# kwok).
 # Nothing may cut it short: Ctrl-C also kills the reader of `| tee`, so every write may meet a
 # closed pipe (SIGPIPE would kill the shell mid-way), a second Ctrl-C may come, a step may fail.
 cleanup() {
@@ -72,7 +74,7 @@ cleanup() {
   trap '' PIPE INT TERM HUP
   set +e
   log "stopping"
-  local pid deadline=$((SECONDS + 10))
+  local pid deadline=$((SECONDS + 120))
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
   for pid in "${pids[@]}"; do
     while running "$pid" && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
@@ -400,8 +402,10 @@ full() {
   local limit=$(( ${NOVA_NODE_LOCK_TIMEOUT_SECS:-3600} + 900 ))
   # tee empties serve.log only once it runs: the wait below must not read the last run's.
   : >"$RUN/serve.log"
+  # serve's teardown logs on stderr: its tee ignores Ctrl-C and, with -p, a closed output pipe
+  # (| tee), so serve's last writes never fail (a failed eprintln! would panic mid-teardown).
   "$target/nova-control-plane" --state-dir "$STATE/serve" serve --openstack "$RELEASE" \
-    --service-user-secret openstack/nova-keystone >"$RUN/serve.out" 2> >(tee "$RUN/serve.log" >&2) &
+    --service-user-secret openstack/nova-keystone >"$RUN/serve.out" 2> >(trap '' INT; exec tee -p "$RUN/serve.log" >&2) &
   pids+=($!)
   until grep -qx ready "$RUN/serve.out" 2>/dev/null; do
     kill -0 "${pids[0]}" 2>/dev/null || { log "the control plane did not start (above)"; exit 1; }
