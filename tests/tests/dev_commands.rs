@@ -333,11 +333,13 @@ fn the_light_mode_brings_the_sample_nova_to_ready_and_leaves_no_process() {
     }
 }
 
-/// `status` and `down` find a control plane in `<state>/light` with only `HOME`, and `up`
-/// names the command that stops it.
+/// `status` and `down` find a control plane in `<state>/light` with only `HOME`, `up` names the
+/// command that stops it, and a plain `up` beside it works although the main job's directories
+/// (`run/`, `light/`) are in the default state directory, and keeps them.
 #[test]
 fn status_and_down_find_the_light_modes_control_plane_without_nova_dev_state() {
     let home = Home::new();
+    let _stop = StopOnDrop(&home);
     let up = Command::new(env!("CARGO_BIN_EXE_nova-control-plane"))
         .arg("up")
         .env("HOME", &home.home)
@@ -346,49 +348,72 @@ fn status_and_down_find_the_light_modes_control_plane_without_nova_dev_state() {
         .output()
         .expect("up runs");
     let stderr = String::from_utf8_lossy(&up.stderr);
-    let guard = StopOnDrop(&home);
     assert!(up.status.success(), "up: {stderr}");
     assert!(
         stderr.contains("stop it with `tests/control-plane.sh down`"),
         "up names plain `down`, which finds it: {stderr}"
     );
+    // The main job's own files beside it, as scripts/run.sh leaves them.
+    let kept = home.state().join("run/conditions");
+    std::fs::create_dir_all(kept.parent().expect("run/")).expect("mkdir");
+    std::fs::write(&kept, "SecretsReady\n").expect("write");
+    let plain_up = control_plane_command(&home, "up");
+    assert!(
+        plain_up.status.success(),
+        "a plain up beside the main job's directories: {}",
+        String::from_utf8_lossy(&plain_up.stderr)
+    );
+    assert!(kept.exists(), "up kept the main job's run/");
+
     let status = control_plane_command(&home, "status");
-    assert!(
-        status.status.success(),
-        "status finds it: {}",
-        String::from_utf8_lossy(&status.stderr)
-    );
-    let pids: Vec<i32> = std::fs::read_to_string(home.light().join("pids"))
-        .expect("pids")
-        .lines()
-        .filter_map(|l| l.split(' ').nth(1)?.parse().ok())
+    let stderr = String::from_utf8_lossy(&status.stderr);
+    assert!(status.status.success(), "status finds both: {stderr}");
+    for dir in [home.state(), home.light()] {
+        assert!(
+            stderr.contains(&format!("control plane with state in {}\n", dir.display())),
+            "status reports {}: {stderr}",
+            dir.display()
+        );
+    }
+    let recorded: Vec<(i32, PathBuf)> = [home.state(), home.light()]
+        .iter()
+        .flat_map(|dir| {
+            std::fs::read_to_string(dir.join("pids"))
+                .expect("pids")
+                .lines()
+                .filter_map(|l| {
+                    let mut parts = l.splitn(3, ' ');
+                    let (_, pid, exe) = (parts.next()?, parts.next()?, parts.next()?);
+                    Some((pid.parse().ok()?, PathBuf::from(exe)))
+                })
+                .collect::<Vec<_>>()
+        })
         .collect();
-    assert_eq!(pids.len(), 5, "five components recorded");
+    assert_eq!(recorded.len(), 10, "five components each: {recorded:?}");
+
     let down = control_plane_command(&home, "down");
+    let stderr = String::from_utf8_lossy(&down.stderr);
     assert!(
-        down.status.success()
-            && String::from_utf8_lossy(&down.stderr).contains("stopped 5 processes"),
-        "down finds and stops it: {}",
-        String::from_utf8_lossy(&down.stderr)
+        down.status.success() && stderr.matches("stopped 5 processes").count() == 2,
+        "down finds and stops both: {stderr}"
     );
-    drop(guard);
-    assert!(
-        processes_of(&home.light()).is_empty(),
-        "down left {:#?}",
-        processes_of(&home.light())
-    );
+    let left: Vec<&(i32, PathBuf)> = recorded
+        .iter()
+        .filter(|(pid, exe)| {
+            std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == *exe)
+        })
+        .collect();
+    assert!(left.is_empty(), "down left {left:?}");
     let status = control_plane_command(&home, "status");
     assert!(!status.status.success(), "status after down reports none");
+    assert!(kept.exists(), "down kept the main job's run/");
 }
 
-/// Stops the control plane of a `Home` however the test ends (a failed assertion included).
+/// Stops the control planes of a `Home` however the test ends (a failed assertion included).
 struct StopOnDrop<'a>(&'a Home);
 
 impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
-        let _ = Command::new(env!("CARGO_BIN_EXE_nova-control-plane"))
-            .arg("down")
-            .env("NOVA_DEV_STATE", self.0.light())
-            .output();
+        let _ = control_plane_command(self.0, "down");
     }
 }

@@ -272,29 +272,38 @@ async fn serve(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Removes a previous run's state, but only from a directory that is ours (or empty).
+/// What `scripts/run.sh` keeps under the default state directory (its files, the light mode's
+/// control plane, the full mode's): not part of a control plane's own state there, so `up`
+/// neither counts nor wipes them (a user who ran the main job first can still `up`).
+const RUN_SH_SUBDIRS: [&str; 3] = ["run", LIGHT_SUBDIR, "serve"];
+
+/// Removes a previous run's state, but only from a directory that is ours (or empty apart from
+/// [`RUN_SH_SUBDIRS`]).
 fn wipe_state_dir(dir: &Path) -> Result<(), String> {
-    let Ok(mut entries) = std::fs::read_dir(dir) else {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return Ok(());
     };
-    // The light mode's control plane lives under the default directory: wiping it would pull
-    // the state from under a running etcd.
-    let light = dir.join(LIGHT_SUBDIR);
-    if read_pids(&light)?.iter().any(Recorded::running) {
-        return Err(format!(
-            "a control plane runs with state in {} (scripts/run.sh --no-openstack); stop it first with `{}`",
-            light.display(),
-            down_command(&light)
-        ));
-    }
-    let ours = dir.join(".nova-control-plane").exists() || entries.next().is_none();
+    let entries: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| !RUN_SH_SUBDIRS.iter().any(|keep| e.file_name() == *keep))
+        .map(|e| e.path())
+        .collect();
+    let ours = dir.join(".nova-control-plane").exists() || entries.is_empty();
     if !ours {
         return Err(format!(
             "{} exists and is not a control-plane state directory; choose another --state-dir",
             dir.display()
         ));
     }
-    std::fs::remove_dir_all(dir).map_err(|e| format!("removing old state {}: {e}", dir.display()))
+    for path in entries {
+        let removed = if path.is_dir() && !path.is_symlink() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.map_err(|e| format!("removing old state {}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// Stops every control plane recorded in the searched directories.
