@@ -8,33 +8,42 @@
 # chart (nova-webhook and nova-controller as pods on the real node, admission through the
 # webhook's Service), applies the sample Nova and NovaCompute (the real node labelled so the
 # pool selects it, its OVN chassis SIMULATED) and shows their conditions and the pool's nodes
-# live. With a terminal it runs until Ctrl-C; without one it exits 0 once the Nova is Ready and
-# the pool Ready with its nodes Active (nova-compute registered, the host mapped), or 1 naming
-# what keeps them from it (after NOVA_RUN_TIMEOUT seconds, or once the controller has settled
-# and a condition no step of this build sets is missing), or 1 when the controller's log shows
-# a request its chart's RBAC denied. Ctrl-C (or the end) tears everything down.
+# live. Without a terminal it exits 0 once the Nova is Ready and the pool Ready with its nodes
+# Active (nova-compute registered, the host mapped); with one it then runs until Ctrl-C. Either
+# way it exits 1 naming what keeps them from it after NOVA_RUN_TIMEOUT seconds (default 900),
+# or once the controller has settled and a condition no step of this build sets is missing,
+# or when the controller's log shows a request its chart's RBAC denied. Ctrl-C (or the end)
+# tears everything down, also when the output goes through a pipe that Ctrl-C closed (| tee).
 #
 # --no-openstack: the lighter mode for machines without the OpenStack install: the kwok-only
 # control plane, nova-webhook and nova-controller as local processes (admission registered by
-# URL), the sample's inputs and the other operators' statuses written by this script.
+# URL), the sample's inputs written by this script, and the other operators SIMULATED by it,
+# statuses only (nothing runs behind them): the MariaDB cluster, Database, User and Grant
+# Ready, the RabbitmqCluster's default user, the secret store Ready, the console HTTPRoute
+# Accepted, and a nova-api root document on 127.0.0.1 for the controller's health probe. Its
+# control plane is the one `tests/control-plane.sh status|down` finds in the state's light/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 MODE=full
 for arg in "$@"; do
   case $arg in
     --no-openstack) MODE=light ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
 STATE=${NOVA_DEV_STATE:-$HOME/.cache/nova-operator-dev}
-# tests/control-plane.sh keeps the light mode's control plane in NOVA_DEV_STATE; the full
-# mode's is in $STATE/serve; this script's logs and files in $STATE/run.
+# The light mode's control plane is in $STATE/light (where `tests/control-plane.sh status|down`
+# look besides $STATE), the full mode's in $STATE/serve, this script's logs and files in
+# $STATE/run.
 export NOVA_DEV_STATE=$STATE/light
 TIMEOUT=${NOVA_RUN_TIMEOUT:-900}
 RELEASE=2026.1
 RUN=$STATE/run
-log() { printf '[run %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+# Writes to stderr; a failed write (a closed pipe) is ignored rather than fatal, so the teardown
+# that logs its steps always runs to its end.
+log() { printf '[run %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2 2>/dev/null || true; }
+say() { printf '%s\n' "$@" >&2 2>/dev/null || true; }
 timed() { local t; t=$(date +%s); "$@"; log "$1 took $(( $(date +%s) - t ))s"; }
 
 command -v cargo >/dev/null || { echo "cargo is required (https://rustup.rs)" >&2; exit 1; }
@@ -42,27 +51,66 @@ command -v python3 >/dev/null || { echo "python3 is required" >&2; exit 1; }
 mkdir -p "$RUN"
 started=$(date +%s)
 pids=()
+# The light mode's nova-control-plane, once built (the teardown calls it directly).
+CONTROL_PLANE=""
+
+# Whether a child of this script still runs (a zombie, exited but not reaped, does not).
+running() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [ "${stat%% *}" != Z ]
+}
+
+# Stops what this script started: its children (SIGTERM; SIGKILL only after 120 s, since the
+# full mode's nova-control-plane serve tears down OpenStack, the node and the control plane) and
+# the light mode's control plane (`down`: etcd, kube-apiserver, controller-manager, scheduler,
+# kwok).
+# Nothing may cut it short: Ctrl-C also kills the reader of `| tee`, so every write may meet a
+# closed pipe (SIGPIPE would kill the shell mid-way), a second Ctrl-C may come, a step may fail.
 cleanup() {
+  local rc=$?
   [ "$BASHPID" = "$$" ] || return 0 # a background subshell inherits the trap
+  trap '' PIPE INT TERM HUP
+  set +e
   log "stopping"
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  [ "$MODE" = light ] && { tests/control-plane.sh down >/dev/null 2>&1 || true; }
+  local pid deadline=$((SECONDS + 120))
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
+  for pid in "${pids[@]}"; do
+    while running "$pid" && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+  done
+  if [ "$MODE" = light ]; then
+    if [ -n "$CONTROL_PLANE" ]; then
+      "$CONTROL_PLANE" down >/dev/null 2>&1
+    else
+      tests/control-plane.sh down >/dev/null 2>&1
+    fi
+  fi
   log "stopped"
+  exit "$rc"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+# A closed output (the reader of a pipe gone) ends the run through the teardown instead of
+# killing the shell on its next write.
+trap 'exit 141' PIPE
 
 # The view: a redrawn table under the phases reached so far on a terminal, a new print on every
-# change otherwise. Arguments: view.py's options. Returns when view.py's goal is reached
-# (0) or, without a terminal, when it cannot get there (1, naming what it still waits for).
+# change otherwise. Arguments: view.py's options. Returns when view.py's goal is reached (0) or
+# when it cannot get there (1, naming what it still waits for): the controller has settled
+# short of a condition no step of this build sets, or NOVA_RUN_TIMEOUT seconds have passed.
 phases=""
+# What a user needs at hand (KUBECONFIG, kubectl, logs), above the redrawn view too.
+usage=""
 watch_conditions() {
   local last="" out rc since=$SECONDS deadline=$((SECONDS + TIMEOUT)) applied novas_ready=""
   applied=$(date +%s)
   while :; do
     rc=0
-    out=$("$KUBECTL" -n openstack get novas,novacomputes -o json 2>/dev/null | python3 scripts/view.py "$RUN/conditions" "$@") || rc=$?
+    out=$("$KUBECTL" -n openstack get novas,novacomputes -o json --request-timeout=10s 2>/dev/null | python3 scripts/view.py "$RUN/conditions" "$@") || rc=$?
     if [ -z "$novas_ready" ] && { [ "$rc" = 0 ] || [ "$rc" = 3 ]; }; then
       novas_ready=$(date +%s)
       phase "the sample Nova is Ready $((novas_ready - applied))s after it was applied"
@@ -74,23 +122,27 @@ watch_conditions() {
       since=$SECONDS
       # A terminal's redrawn screen repeats the phases logged so far; a log has them once.
       local header=""
-      if [ -t 1 ]; then printf '\033[H\033[2J'; header=$phases; fi
+      if [ -t 1 ]; then printf '\033[H\033[2J'; header=$usage$phases; fi
       printf '[%s] %s mode, %ss since start\n%s%s\n' "$(date +%H:%M:%S)" "$MODE" "$(( $(date +%s) - started ))" "$header" "$out"
       last=$out
     fi
     [ "$rc" = 0 ] && return 0
-    if [ ! -t 0 ]; then
-      if [ "$rc" = 2 ] && [ $((SECONDS - since)) -ge 60 ]; then
-        log "the controller has settled; Ready needs conditions no step of this build sets yet (above)"
-        return 1
-      fi
-      if [ "$SECONDS" -ge "$deadline" ]; then
-        log "timed out after ${TIMEOUT}s, ${out##*$'\n'}"
-        return 1
-      fi
+    if [ "$rc" = 2 ] && [ $((SECONDS - since)) -ge 60 ]; then
+      log "the controller has settled; Ready needs conditions no step of this build sets yet (above)"
+      return 1
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      log "timed out after ${TIMEOUT}s (NOVA_RUN_TIMEOUT), ${out##*$'\n'}"
+      return 1
     fi
     sleep 2
   done
+}
+
+# Prints the KUBECONFIG export and the kubectl path plainly, and keeps them for the view.
+show_usage() {
+  usage="  export KUBECONFIG=$KUBECONFIG"$'\n'"  kubectl: $KUBECTL"$'\n'"  logs: $1"$'\n'
+  say "" "To use the cluster from another shell:" "export KUBECONFIG=$KUBECONFIG" "$KUBECTL get novas,novacomputes -A" "(kubectl: $KUBECTL; logs: $1)" ""
 }
 
 # Logs a phase reached and keeps it for the view's header.
@@ -103,19 +155,113 @@ phase() {
 # runs here: a SIMULATED one accepts every HTTPRoute in namespace openstack that has no parent
 # status yet (nothing routes traffic to it).
 simulated_gateway() {
-  while :; do
-    "$KUBECTL" -n openstack get httproutes -o json 2>/dev/null | python3 -c '
+  "$KUBECTL" -n openstack get httproutes -o json --request-timeout=10s 2>/dev/null | python3 -c '
 import json, sys
-for route in json.load(sys.stdin)["items"]:
+try:
+    routes = json.load(sys.stdin)["items"]
+except ValueError:  # kubectl failed (the API server restarting): the next pass retries
+    routes = []
+for route in routes:
     if (route.get("status") or {}).get("parents"):
         continue
     print(route["metadata"]["name"], route["metadata"].get("generation", 1), json.dumps(route["spec"]["parentRefs"][0]))
 ' | while read -r name generation parent; do
-      log "SIMULATED gateway controller: accepting HTTPRoute openstack/$name"
-      "$KUBECTL" -n openstack patch httproute "$name" --subresource=status --type=merge -p '{"status":{"parents":[{"parentRef":'"$parent"',"controllerName":"nova.c5c3.io/simulated-gateway","conditions":[{"type":"Accepted","status":"True","reason":"Accepted","message":"simulated gateway controller: accepted, nothing routes traffic","lastTransitionTime":"'"$(date -u +%Y-%m-%dT%H:%M:%SZ)"'","observedGeneration":'"$generation"'}]}]}}' >/dev/null || true
-    done
-    sleep 3
+    log "SIMULATED gateway controller: accepting HTTPRoute openstack/$name"
+    "$KUBECTL" -n openstack patch httproute "$name" --subresource=status --type=merge --request-timeout=10s -p '{"status":{"parents":[{"parentRef":'"$parent"',"controllerName":"nova.c5c3.io/simulated-gateway","conditions":[{"type":"Accepted","status":"True","reason":"Accepted","message":"simulated gateway controller: accepted, nothing routes traffic","lastTransitionTime":"'"$(date -u +%Y-%m-%dT%H:%M:%SZ)"'","observedGeneration":'"$generation"'}]}]}}' >/dev/null || true
   done
+}
+
+# The light mode runs no MariaDB: a SIMULATED mariadb-operator writes the status only, Ready for
+# the MariaDB cluster and every Database, User and Grant in namespace openstack that is not
+# Ready yet (no schema, user or grant exists anywhere). The OpenStack mode's simulated operators
+# (tests/src/simulated.rs) create them for real.
+simulated_mariadb_statuses() {
+  "$KUBECTL" -n openstack get mariadbs.k8s.mariadb.com,databases.k8s.mariadb.com,users.k8s.mariadb.com,grants.k8s.mariadb.com \
+    -o json --request-timeout=10s 2>/dev/null | python3 -c '
+import json, sys
+try:
+    objects = json.load(sys.stdin)["items"]
+except ValueError:  # kubectl failed: the next pass retries
+    objects = []
+for o in objects:
+    conditions = (o.get("status") or {}).get("conditions") or []
+    if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+        continue
+    print(o["kind"].lower(), o["metadata"]["name"], o["metadata"].get("generation", 1))
+' | while read -r kind name generation; do
+    log "SIMULATED mariadb-operator (status only, no MariaDB runs): $kind openstack/$name Ready"
+    "$KUBECTL" -n openstack patch "$kind.k8s.mariadb.com" "$name" --subresource=status --type=merge --request-timeout=10s -p '{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Simulated","message":"SIMULATED mariadb-operator of scripts/run.sh --no-openstack: status only, no MariaDB runs","lastTransitionTime":"'"$(date -u +%Y-%m-%dT%H:%M:%SZ)"'","observedGeneration":'"$generation"'}]}}' >/dev/null || true
+  done
+}
+
+# The simulated operators' loop, in the background until the teardown's SIGTERM, which also
+# ends its sleep (every kubectl call in a pass is bounded by its request timeout). Arguments:
+# the passes to run.
+simulated_operators() {
+  local nap="" pass
+  trap 'kill "$nap" 2>/dev/null; exit 0' TERM
+  while :; do
+    for pass in "$@"; do "$pass" || true; done
+    sleep 2 &
+    nap=$!
+    wait "$nap"
+  done
+}
+
+# A SIMULATED nova-api for the light mode, where no pod runs: the root version document the
+# controller's health probe reads, on 127.0.0.1:$1 (the controller dials it instead of the
+# Service). The controller's OpenStack calls are routed here too (Keystone's and nova-api's
+# Service names, so nothing resolves a cluster name through the host's DNS): anything but
+# that document is a 503 saying no OpenStack runs. Each request is logged to $2.
+simulated_nova_api() {
+  python3 -u -c '
+import http.server, sys
+class Handler(http.server.BaseHTTPRequestHandler):
+    def answer(self, code, body):
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_GET(self):
+        if self.path == "/" and not self.headers.get("Host", "").startswith("keystone."):
+            self.answer(200, b"{\"versions\": [{\"id\": \"v2.1\", \"status\": \"CURRENT\"}]}")
+        else:
+            self.unavailable()
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))  # discarded, never logged
+        self.unavailable()
+    def unavailable(self):
+        self.answer(503, b"{\"error\": \"SIMULATED by scripts/run.sh --no-openstack: no OpenStack runs in the light mode\"}")
+    def log_message(self, fmt, *args):
+        sys.stderr.write("SIMULATED nova-api: " + (fmt % args) + "\n")
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+' "$1" 2>"$2" &
+  pids+=($!)
+}
+
+# A port free on loopback: $1 if it is, else one the kernel picks (another run, another tool).
+port() {
+  python3 -c '
+import socket, sys
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])' "$1"
+}
+
+# Waits (bounded) until a local process answers on URL $1; fails naming it and its log $2.
+wait_http() {
+  local i
+  for i in $(seq 100); do
+    curl -fs --max-time 2 "$1" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  log "$1 did not answer in 20 s; the end of $2:"
+  tail -20 "$2" >&2 2>/dev/null || true
+  return 1
 }
 
 # Applies a manifest, retrying while admission may not see the webhook configuration yet.
@@ -141,35 +287,50 @@ forbidden_in_controller_log() {
 }
 
 next_steps() {
-  log "look next: $KUBECTL get novas,novacomputes -A   (KUBECONFIG=$KUBECONFIG)"
+  say "" "Look next:" "export KUBECONFIG=$KUBECONFIG" "$KUBECTL get novas,novacomputes -A" ""
   log "metrics: $1"
   log "dashboard: charts/nova-operator/dashboards/nova-operator.json (uid nova-operator; installed as a ConfigMap by the chart)"
 }
 
+# The binaries the light mode runs, with cargo's own progress (a cold build takes minutes:
+# cargo names each crate it compiles) and the time it took. Sets TARGET.
+build_binaries() {
+  log "building nova-webhook, nova-controller, nova-certs and nova-control-plane (cargo; a cold build takes several minutes, cargo reports each crate)"
+  timed cargo build --locked -p nova-webhook -p nova-controller -p nova-certs -p nova-test-harness --bins
+  TARGET=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import sys,json;print(json.load(sys.stdin)["target_directory"])')/debug
+}
+
 light() {
-  NOVA_TESTBIN=$(tests/build-control-plane.sh)
+  log "building the test control plane's binaries (tests/build-control-plane.sh; a cold build takes about 25 min and logs each binary)"
+  NOVA_TESTBIN=$(timed tests/build-control-plane.sh)
   export NOVA_TESTBIN
   KUBECTL="$NOVA_TESTBIN/kubectl"
-  local webhook=127.0.0.1:9443 target
-  log "building the binaries"
-  cargo build --locked -q -p nova-webhook -p nova-controller -p nova-certs -p nova-test-harness --bins
-  target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import sys,json;print(json.load(sys.stdin)["target_directory"])')/debug
+  build_binaries
+  local target=$TARGET
   "$target/nova-controller" conditions >"$RUN/conditions"
-  tests/control-plane.sh down >/dev/null 2>&1 || true
-  eval "$(tests/control-plane.sh up)"
+  CONTROL_PLANE="$target/nova-control-plane"
+  "$CONTROL_PLANE" down >/dev/null 2>&1 || true
+  log "starting the control plane (kwok-only; state in $NOVA_DEV_STATE)"
+  local exports
+  exports=$("$CONTROL_PLANE" up)
+  eval "$exports"
+  show_usage "$RUN/{webhook,controller,simulated-nova-api}.log"
 
+  local webhook metrics health probe api
+  webhook=$(port 9443) metrics=$(port 9080) probe=$(port 8080) health=$(port 8081) api=$(port 8774)
   log "generating the webhook's serving certificate"
   "$target/nova-certs" --out "$RUN/webhook-certs" --san 127.0.0.1 --san localhost >/dev/null
-  "$target/nova-webhook" --bind-address "$webhook" --metrics-bind-address 127.0.0.1:9080 \
+  log "starting nova-webhook on 127.0.0.1:$webhook"
+  "$target/nova-webhook" --bind-address "127.0.0.1:$webhook" --metrics-bind-address "127.0.0.1:$metrics" \
     --tls-cert-file "$RUN/webhook-certs/tls.crt" --tls-private-key-file "$RUN/webhook-certs/tls.key" \
     --kubeconfig "$KUBECONFIG" >"$RUN/webhook.log" 2>&1 &
   pids+=($!)
-  for _ in $(seq 50); do curl -fs http://127.0.0.1:9080/readyz >/dev/null 2>&1 && break; sleep 0.2; done
+  wait_http "http://127.0.0.1:$metrics/readyz" "$RUN/webhook.log"
 
   log "registering the admission webhooks by URL"
   local ca; ca=$(base64 -w0 <"$RUN/webhook-certs/ca.crt")
   hook() { # name path resource
-    printf -- '- name: %s\n  clientConfig: {url: "https://%s/%s", caBundle: "%s"}\n' "$1" "$webhook" "$2" "$ca"
+    printf -- '- name: %s\n  clientConfig: {url: "https://127.0.0.1:%s/%s", caBundle: "%s"}\n' "$1" "$webhook" "$2" "$ca"
     printf '  rules: [{apiGroups: [nova.openstack.c5c3.io], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [%s], scope: Namespaced}]\n' "$3"
     printf '  admissionReviewVersions: [v1]\n  sideEffects: None\n  failurePolicy: Fail\n  timeoutSeconds: 10\n'
   }
@@ -182,24 +343,34 @@ light() {
     hook vnovacompute.kb.io validate-nova-openstack-c5c3-io-v1alpha1-novacompute novacomputes
   } | "$KUBECTL" apply -f - >/dev/null
 
-  log "starting nova-controller"
+  log "SIMULATED nova-api on 127.0.0.1:$api: the root document the controller's health probe reads (no pod runs under kwok)"
+  simulated_nova_api "$api" "$RUN/simulated-nova-api.log"
+  wait_http "http://127.0.0.1:$api/" "$RUN/simulated-nova-api.log"
+  log "starting nova-controller (its API health probe dials the SIMULATED nova-api)"
   "$target/nova-controller" --kubeconfig "$KUBECONFIG" --leader-elect=false \
-    --metrics-bind-address 127.0.0.1:8080 --health-probe-bind-address 127.0.0.1:8081 >"$RUN/controller.log" 2>&1 &
+    --metrics-bind-address "127.0.0.1:$probe" --health-probe-bind-address "127.0.0.1:$health" \
+    --health-check-address "127.0.0.1:$api" \
+    --service-route "keystone.openstack.svc.cluster.local:5000=127.0.0.1:$api" \
+    --service-route "nova.openstack.svc.cluster.local:8774=127.0.0.1:$api" >"$RUN/controller.log" 2>&1 &
   pids+=($!)
 
-  log "applying the sample Nova and its inputs; the other operators' statuses are written by this script (SIMULATED)"
+  log "applying the sample Nova and its inputs; the other operators are SIMULATED by this script, statuses only"
   "$KUBECTL" create namespace openstack >/dev/null
   "$KUBECTL" apply -f examples/dev/inputs.yaml >/dev/null
+  log "SIMULATED external-secrets: ClusterSecretStore openbao-cluster-store Ready"
   "$KUBECTL" patch clustersecretstore openbao-cluster-store --subresource=status --type=merge \
-    -p '{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Valid","message":"simulated external-secrets: development store"}]}}' >/dev/null
+    -p '{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Valid","message":"SIMULATED external-secrets of scripts/run.sh --no-openstack: development store"}]}}' >/dev/null
+  log "SIMULATED rabbitmq-cluster-operator: RabbitmqCluster openstack/openstack-rabbitmq names its default user"
   "$KUBECTL" -n openstack patch rabbitmqcluster openstack-rabbitmq --subresource=status --type=merge \
     -p '{"status":{"conditions":[],"defaultUser":{"secretReference":{"name":"openstack-rabbitmq-default-user","namespace":"openstack","keys":{"username":"username","password":"password"}}}}}' >/dev/null
+  simulated_operators simulated_mariadb_statuses simulated_gateway &
+  pids+=($!)
   apply_admitted examples/nova.yaml
   apply_admitted examples/novacompute.yaml
   local rc=0
   watch_conditions || rc=$?
-  log "logs: $RUN/{webhook,controller}.log"
-  next_steps "http://127.0.0.1:8080/metrics (controller), http://127.0.0.1:9080/metrics (webhook)"
+  log "logs: $RUN/{webhook,controller,simulated-nova-api}.log"
+  next_steps "http://127.0.0.1:$probe/metrics (controller), http://127.0.0.1:$metrics/metrics (webhook)"
   [ -t 0 ] && [ "$rc" = 0 ] && { log "running; press Ctrl-C to stop"; wait; }
   return "$rc"
 }
@@ -216,7 +387,8 @@ full() {
   local helm; helm=$(timed tests/build-helm.sh)
   wait "$images" || { log "tests/build-images.sh failed"; exit 1; }
   timed images/build.sh >/dev/null
-  cargo build --locked -q -p nova-test-harness --bin nova-control-plane
+  log "building nova-control-plane (cargo; a cold build takes minutes, cargo reports each crate)"
+  timed cargo build --locked -p nova-test-harness --bin nova-control-plane
   local target; target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import sys,json;print(json.load(sys.stdin)["target_directory"])')/debug
   # What the chart's controller image implements (the same source, built by images/build.sh).
   "${NOVA_IMAGES_DIR:-$HOME/.cache/nova-operator-images}/cargo-target/x86_64-unknown-linux-gnu/release/nova-controller" conditions >"$RUN/conditions"
@@ -226,13 +398,22 @@ full() {
   tests/control-plane.sh down >/dev/null 2>&1 || true
   local serving node_up="" waited
   serving=$(date +%s)
+  # Bounded: the node lock's own wait (NOVA_NODE_LOCK_TIMEOUT_SECS) plus 15 minutes to start.
+  local limit=$(( ${NOVA_NODE_LOCK_TIMEOUT_SECS:-3600} + 900 ))
   # tee empties serve.log only once it runs: the wait below must not read the last run's.
   : >"$RUN/serve.log"
+  # serve's teardown logs on stderr: its tee ignores Ctrl-C and, with -p, a closed output pipe
+  # (| tee), so serve's last writes never fail (a failed eprintln! would panic mid-teardown).
   "$target/nova-control-plane" --state-dir "$STATE/serve" serve --openstack "$RELEASE" \
-    --service-user-secret openstack/nova-keystone >"$RUN/serve.out" 2> >(tee "$RUN/serve.log" >&2) &
+    --service-user-secret openstack/nova-keystone >"$RUN/serve.out" 2> >(trap '' INT; exec tee -p "$RUN/serve.log" >&2) &
   pids+=($!)
   until grep -qx ready "$RUN/serve.out" 2>/dev/null; do
     kill -0 "${pids[0]}" 2>/dev/null || { log "the control plane did not start (above)"; exit 1; }
+    if [ $(( $(date +%s) - serving )) -ge "$limit" ]; then
+      log "the control plane, the node and OpenStack were not up after ${limit}s; the end of $RUN/serve.log:"
+      tail -5 "$RUN/serve.log" >&2 2>/dev/null || true
+      exit 1
+    fi
     if [ -z "$node_up" ] && grep -q 'real node up' "$RUN/serve.log" 2>/dev/null; then
       node_up=$(date +%s)
       waited=$(sed -n 's/.*got the real node lock after \([0-9]*\).*/\1/p' "$RUN/serve.log")
@@ -242,6 +423,7 @@ full() {
   done
   phase "OpenStack $RELEASE is up in $(( $(date +%s) - ${node_up:-$serving} ))s"
   eval "$(grep '^export KUBECONFIG=' "$RUN/serve.out")"
+  show_usage "$RUN/serve.log; the controller's: kubectl -n nova-system logs -l app.kubernetes.io/component=controller"
   export HELM_CACHE_HOME=$RUN/helm/cache HELM_CONFIG_HOME=$RUN/helm/config HELM_DATA_HOME=$RUN/helm/data
 
   log "installing the operator with its Helm chart (release nova-operator in nova-system)"
@@ -316,7 +498,7 @@ YAML
   log "SIMULATED OVN chassis: pod openstack/simulated-ovn-chassis answers the pool's chassis gate"
   apply_admitted "$RUN/nova.yaml"
   apply_admitted "$RUN/novacompute.yaml"
-  simulated_gateway &
+  simulated_operators simulated_gateway &
   pids+=($!)
   local rc=0
   watch_conditions --pools-active || rc=$?

@@ -4,6 +4,9 @@
 //! conditions, its recent events and the controller's log lines about its namespace: a failure
 //! in CI must be understood from its message alone.
 //!
+//! The futures a wait drives are boxed: a watch's state is large, and a test's async fn holds
+//! every future it awaits inline, on the 2 MiB stack of its test thread.
+//!
 //! Two forms share the same report: [`Wait::until`] polls a probe (for state that is not one
 //! object: an HTTP answer, a metric, an OpenStack listing, several objects at once), and
 //! [`Wait::for_object`] follows one object with a watch (kube's `await_condition`).
@@ -166,7 +169,7 @@ impl Wait {
             .unwrap_or_else(|| (self.timeout / 300).clamp(FASTEST_POLL, SLOWEST_POLL));
         loop {
             let left = self.timeout.saturating_sub(started.elapsed());
-            let seen = match tokio::time::timeout(left.max(FASTEST_POLL), probe()).await {
+            let seen = match tokio::time::timeout(left.max(FASTEST_POLL), Box::pin(probe())).await {
                 Ok(answer) => match answer.probed() {
                     Ok(value) => return Ok(value),
                     Err(what) => what,
@@ -191,7 +194,11 @@ impl Wait {
         K: Resource + Clone + fmt::Debug + Send + DeserializeOwned + 'static,
     {
         let condition = |object: Option<&K>| object.is_some_and(&ready);
-        let watched = kube::runtime::wait::await_condition(api.clone(), name, condition);
+        let watched = Box::pin(kube::runtime::wait::await_condition(
+            api.clone(),
+            name,
+            condition,
+        ));
         match tokio::time::timeout(self.timeout, watched).await {
             Ok(Ok(Some(object))) => Ok(object),
             Ok(Ok(None)) => Err(self.give_up("the object is gone".into()).await),
@@ -206,7 +213,11 @@ impl Wait {
         K: Resource + Clone + fmt::Debug + Send + DeserializeOwned + 'static,
     {
         let gone = |object: Option<&K>| object.is_none();
-        let watched = kube::runtime::wait::await_condition(api.clone(), name, gone);
+        let watched = Box::pin(kube::runtime::wait::await_condition(
+            api.clone(),
+            name,
+            gone,
+        ));
         match tokio::time::timeout(self.timeout, watched).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(self.give_up(format!("the watch failed: {e}")).await),

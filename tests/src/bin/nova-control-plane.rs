@@ -3,7 +3,10 @@
 //! `up` starts the same control plane the tests use, detached from this process, records the
 //! PIDs in the state directory and prints `export KUBECONFIG=...` on stdout (everything else
 //! goes to stderr, so `eval "$(nova-control-plane up)"` works). `down` kills exactly the
-//! recorded PIDs, after checking each still runs the binary that was started.
+//! recorded PIDs, after checking each still runs the binary that was started. `status` and
+//! `down` look in the state directory and in its `light/` subdirectory, where
+//! `scripts/run.sh --no-openstack` keeps its control plane, so both find either without
+//! `NOVA_DEV_STATE` set by hand.
 //!
 //! `serve` runs in the foreground instead, for the main job: the control plane with the real
 //! node (which cannot outlive the process holding its lock), optionally the real OpenStack and
@@ -59,6 +62,9 @@ enum Command {
 }
 
 const PIDS_FILE: &str = "pids";
+/// The subdirectory of the state directory where `scripts/run.sh --no-openstack` keeps its
+/// control plane (`up` there, beside `run/` and the full mode's `serve/`).
+const LIGHT_SUBDIR: &str = "light";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -66,8 +72,8 @@ async fn main() -> ExitCode {
     let dir = cli.state_dir.unwrap_or_else(default_state_dir);
     let result = match cli.command {
         Command::Up => up(&dir).await,
-        Command::Down => down(&dir),
-        Command::Status => status(&dir).await,
+        Command::Down => down_all(&dir),
+        Command::Status => status_all(&dir).await,
         Command::Serve {
             openstack,
             service_user_secret,
@@ -91,6 +97,24 @@ async fn main() -> ExitCode {
 fn default_state_dir() -> PathBuf {
     let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from);
     home.join(".cache/nova-operator-dev")
+}
+
+/// Where `status` and `down` look: the state directory, then the light mode's under it.
+fn searched_dirs(dir: &Path) -> [PathBuf; 2] {
+    [dir.to_path_buf(), dir.join(LIGHT_SUBDIR)]
+}
+
+/// The command that stops the control plane of `dir`: plain `down` finds the default state
+/// directory and the light mode's under it; any other needs its `NOVA_DEV_STATE`.
+fn down_command(dir: &Path) -> String {
+    if searched_dirs(&default_state_dir()).iter().any(|d| d == dir) {
+        "tests/control-plane.sh down".to_owned()
+    } else {
+        format!(
+            "NOVA_DEV_STATE={} tests/control-plane.sh down",
+            dir.display()
+        )
+    }
 }
 
 /// A process recorded by `up`.
@@ -181,7 +205,7 @@ async fn up(dir: &Path) -> Result<ExitCode, String> {
         dir.display(),
         dir.join("logs").display()
     );
-    eprintln!("nova-control-plane: stop it with `tests/control-plane.sh down`");
+    eprintln!("nova-control-plane: stop it with `{}`", down_command(dir));
     println!("export KUBECONFIG={}", kubeconfig.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -248,19 +272,58 @@ async fn serve(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Removes a previous run's state, but only from a directory that is ours (or empty).
+/// What `scripts/run.sh` keeps under the default state directory (its files, the light mode's
+/// control plane, the full mode's): not part of a control plane's own state there, so `up`
+/// neither counts nor wipes them (a user who ran the main job first can still `up`).
+const RUN_SH_SUBDIRS: [&str; 3] = ["run", LIGHT_SUBDIR, "serve"];
+
+/// Removes a previous run's state, but only from a directory that is ours (or empty apart from
+/// [`RUN_SH_SUBDIRS`]).
 fn wipe_state_dir(dir: &Path) -> Result<(), String> {
-    let Ok(mut entries) = std::fs::read_dir(dir) else {
+    let Ok(entries) = std::fs::read_dir(dir) else {
         return Ok(());
     };
-    let ours = dir.join(".nova-control-plane").exists() || entries.next().is_none();
+    let entries: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| !RUN_SH_SUBDIRS.iter().any(|keep| e.file_name() == *keep))
+        .map(|e| e.path())
+        .collect();
+    let ours = dir.join(".nova-control-plane").exists() || entries.is_empty();
     if !ours {
         return Err(format!(
             "{} exists and is not a control-plane state directory; choose another --state-dir",
             dir.display()
         ));
     }
-    std::fs::remove_dir_all(dir).map_err(|e| format!("removing old state {}: {e}", dir.display()))
+    for path in entries {
+        let removed = if path.is_dir() && !path.is_symlink() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        removed.map_err(|e| format!("removing old state {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Stops every control plane recorded in the searched directories.
+fn down_all(dir: &Path) -> Result<ExitCode, String> {
+    let mut found = false;
+    for dir in searched_dirs(dir) {
+        if dir.join(PIDS_FILE).exists() {
+            found = true;
+            down(&dir)?;
+        }
+    }
+    if !found {
+        let [base, light] = searched_dirs(dir);
+        eprintln!(
+            "nova-control-plane: nothing to stop (no PIDs in {} or {})",
+            base.display(),
+            light.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn down(dir: &Path) -> Result<ExitCode, String> {
@@ -310,16 +373,38 @@ fn stop(r: &Recorded) {
     }
 }
 
-async fn status(dir: &Path) -> Result<ExitCode, String> {
+/// Reports every control plane recorded in the searched directories; fails when none is
+/// recorded or one is not healthy.
+async fn status_all(dir: &Path) -> Result<ExitCode, String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let recorded = read_pids(dir)?;
-    if recorded.is_empty() {
-        eprintln!(
-            "nova-control-plane: not running (no PIDs in {})",
-            dir.display()
-        );
-        return Ok(ExitCode::FAILURE);
+    let mut healthy = None;
+    for dir in searched_dirs(dir) {
+        if read_pids(&dir)?.is_empty() {
+            continue;
+        }
+        let this = status(&dir).await?;
+        healthy = Some(healthy.unwrap_or(true) && this);
     }
+    if healthy.is_none() {
+        let [base, light] = searched_dirs(dir);
+        eprintln!(
+            "nova-control-plane: not running (no PIDs in {} or {})",
+            base.display(),
+            light.display()
+        );
+    }
+    Ok(if healthy == Some(true) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Reports the control plane recorded in `dir`: true when every process runs and the API
+/// server is ready.
+async fn status(dir: &Path) -> Result<bool, String> {
+    let recorded = read_pids(dir)?;
+    eprintln!("control plane with state in {}", dir.display());
     let mut all_running = true;
     for r in &recorded {
         let running = r.running();
@@ -344,11 +429,7 @@ async fn status(dir: &Path) -> Result<ExitCode, String> {
         testbin_dir().display()
     );
     println!("export KUBECONFIG={}", kubeconfig.display());
-    Ok(if all_running && ready {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(all_running && ready)
 }
 
 async fn api_ready(kubeconfig: &Path) -> bool {

@@ -3,3 +3,4 @@
 
 mod cel_rules;
 mod control_plane;
+mod dev_commands;
