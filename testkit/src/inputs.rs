@@ -241,6 +241,7 @@ pub async fn provide_database(client: &Client, ns: &str) {
                     if gone || Instant::now() >= deadline {
                         break;
                     }
+                    // The simulated operator's requeue interval, not a wait for state.
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             }

@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 use nova_testkit::fixtures::EXAMPLE_NOVA_YAML as EXAMPLE_NOVA;
 use nova_testkit::wait::Wait;
 
-/// How long a reload or a counter may take to show (the certificate poll runs every second).
+/// How long a reload or a counter may take to show (the certificate store polls every 100 ms).
 const RELOAD_WAIT: Duration = Duration::from_secs(10);
 
 fn install_provider() {
@@ -291,12 +291,14 @@ async fn rotation_broken_pairs_and_readiness() {
         &third.cert_pem,
         "-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n",
     );
+    // A negative over time: a few of the store's 100 ms polls pass and the old leaf stays.
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(
         served_leaf(running.addr, &running.ca_pem).await,
         leaf_der(&second.cert_pem)
     );
     dir.swap(&third.cert_pem, &first.key_pem);
+    // A negative over time, as above.
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(
         served_leaf(running.addr, &running.ca_pem).await,
@@ -467,6 +469,7 @@ struct Slow;
 impl Resolver for Slow {
     fn resolve<'a>(&'a self, needs: &'a Needs) -> BoxFuture<'a, Result<Lookups, String>> {
         Box::pin(async move {
+            // The slowness is the point: the review stays in flight through the shutdown.
             tokio::time::sleep(Duration::from_millis(700)).await;
             Ok(Lookups {
                 priority_classes: Some(
@@ -505,6 +508,7 @@ async fn shutdown_finishes_in_flight_reviews() {
         )
         .await
     });
+    // Into the slow lookup's 700 ms, so the shutdown meets the review in flight.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let _ = running.stop.take().unwrap().send(());
     let (code, body) = in_flight.await.unwrap();
