@@ -4,9 +4,9 @@
 //!
 //! What they share is guarded by one tier lock: a test that only adds its own namespace's
 //! objects holds it [`shared`]; a test that stops a shared service (the outage drills), changes
-//! what every test sees (the Keystone catalog, the node's labels, cluster-wide objects such as
-//! the chart's webhooks) or shares the MariaDB users of a Nova named `nova` holds it
-//! [`exclusive`], and restores what it stopped before the guard drops.
+//! what every test sees (the Keystone catalog, the node's labels, the proof Nova's schemas and
+//! compute host) or shares the MariaDB users of a Nova named `nova` holds it [`exclusive`], and
+//! restores what it stopped before the guard drops.
 
 use nova_test_harness::openstack::{self, OpenStack};
 use nova_test_harness::simulated::{self, SimulatedOperators};

@@ -475,11 +475,20 @@ async fn archive_runs_fail_recover_and_a_suspension_outranks_a_failure_then_dele
     .for_deletion(&novas, "nova")
     .await
     .expect("the Nova is gone");
-    let exported = metrics.render();
-    assert!(
-        !exported.contains(&format!("namespace=\"{ns}\"")),
-        "the deleted Nova's series are dropped: {exported}"
-    );
+    // The controller drops the series once the pass that released the finalizer ends, which
+    // may be after the watch saw the Nova go.
+    let series = format!("namespace=\"{ns}\"");
+    Wait::new("the deleted Nova's series to be dropped", TIMEOUT)
+        .until(|| async {
+            let exported = metrics.render();
+            if exported.contains(&series) {
+                Seen::Saw(exported)
+            } else {
+                Seen::Done(())
+            }
+        })
+        .await
+        .expect("the series dropped");
     let reasons = event_reasons(&client, &ns).await;
     let count = |reason: &str| reasons.iter().filter(|r| *r == reason).count();
     assert_eq!(

@@ -1,10 +1,11 @@
 //! The real tier, one binary: the real node and the real OpenStack, started once per run on
 //! first use and shared by every test here (`testkit::stack`), so no release is deployed twice.
 //! The harness's own proofs of the node and the OpenStack are here too, beside the operator's
-//! suites; only the node-teardown proof (`tests/tests/real_node_teardown.rs`) keeps a binary of
-//! its own, since it must own the node from start to end.
+//! suites. Two real binaries stand apart: the node-teardown proof
+//! (`tests/tests/real_node_teardown.rs`), which must own the node from start to end, and the
+//! chart install (`controller/tests/real_chart`), whose cluster-wide controller would reconcile
+//! every Nova the other tests leave behind.
 
-mod chart_install;
 mod node;
 mod nova_db_guards;
 mod nova_real;

@@ -198,7 +198,6 @@ async fn converges_without_403(client: &Client, release_ns: &str, ns: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_chart_runs_the_operator_on_the_real_node() {
-    let _stack = nova_testkit::stack::exclusive().await;
     assert!(
         nova_test_harness::images::operator_manifest_path().is_file(),
         "the operator images are not built: run images/build.sh"
