@@ -33,9 +33,8 @@ pub const CELL0: &str = "00000000-0000-0000-0000-000000000000";
 /// test's synced schemas would find that test's cells, hosts and services.
 pub fn real_nova(ns: &str, image: &str) -> Nova {
     let mut nova = example(ns);
-    let own = ns.replace('-', "_");
-    nova.spec.api_database.database = format!("nova_api_{own}");
-    nova.spec.database.database = format!("nova_{own}");
+    nova.spec.api_database.database = format!("nova_api_{}", ns.replace('-', "_"));
+    nova.spec.database.database = cell_schema(ns);
     nova.spec.open_stack_release = release_of(image).to_owned();
     let (repository, digest) = image.split_once('@').expect("a digest reference");
     nova.spec.image = ImageSpec {
@@ -47,6 +46,11 @@ pub fn real_nova(ns: &str, image: &str) -> Nova {
     spec["api"] = json!({"deployment": {"replicas": 1}});
     nova.spec = serde_json::from_value(spec).expect("spec");
     nova
+}
+
+/// The cell schema of the [`real_nova`] in `ns`.
+pub fn cell_schema(ns: &str) -> String {
+    format!("nova_{}", ns.replace('-', "_"))
 }
 
 /// Every input of the sample Nova, for real where the OpenStack runs: the credential Secrets

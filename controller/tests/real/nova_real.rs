@@ -82,7 +82,8 @@ async fn soft_delete(client: &Client, ns: &str, job: &str, rows: &[(&str, u32)])
         })
         .collect();
     let sql = format!(
-        "INSERT INTO nova.security_groups (created_at, deleted_at, deleted, name, description, user_id, project_id) VALUES {}; SELECT 1",
+        "INSERT INTO {}.security_groups (created_at, deleted_at, deleted, name, description, user_id, project_id) VALUES {}; SELECT 1",
+        cell_schema(ns),
         values.join(", ")
     );
     query(client, ns, job, &sql).await;
@@ -95,8 +96,9 @@ async fn archived(client: &Client, ns: &str, job: &str, name: &str) -> (u32, u32
         ns,
         job,
         &format!(
-            "SELECT (SELECT COUNT(*) FROM nova.shadow_security_groups WHERE name = '{name}'), \
-             (SELECT COUNT(*) FROM nova.security_groups WHERE name = '{name}')"
+            "SELECT (SELECT COUNT(*) FROM {schema}.shadow_security_groups WHERE name = '{name}'), \
+             (SELECT COUNT(*) FROM {schema}.security_groups WHERE name = '{name}')",
+            schema = cell_schema(ns)
         ),
     )
     .await;
