@@ -321,23 +321,30 @@ async fn mariadb_effect(
             )
         }
     };
-    let job = format!(
-        "{}-{}-{}",
-        kind.to_ascii_lowercase(),
-        short(&ns),
-        short(&meta_name)
-    );
-    os.run_sql(&job, &sql).await?;
+    os.run_sql(&job_name(kind, &ns, &meta_name), &sql).await?;
     Ok(json!({}))
 }
 
-/// A name fragment for a Job name (lower-case, at most 20 characters).
-fn short(s: &str) -> String {
-    s.chars()
+/// The name of the Job that carries out the effect on `ns/name`: readable (the kind and the
+/// namespace's start) and unique (a hash of both names). Truncated names alone collided, and
+/// could end in a '-' no Job name may end in: namespaces `nova-real-…` and `outages-…` share
+/// their Databases' first 20 characters between the cell and cell0 schemas.
+fn job_name(kind: &str, ns: &str, name: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (ns, name).hash(&mut hasher);
+    let start: String = ns
+        .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
         .take(20)
         .collect::<String>()
-        .to_ascii_lowercase()
+        .to_ascii_lowercase();
+    format!(
+        "{}-{}-{:016x}",
+        kind.to_ascii_lowercase(),
+        start.trim_end_matches('-'),
+        hasher.finish()
+    )
 }
 
 async fn secret_value(client: &kube::Client, ns: &str, name: &str, key: &str) -> Result<String> {
@@ -461,5 +468,20 @@ mod tests {
         assert!(identifier("spec.name", "x`; DROP").is_err());
         assert!(identifier("spec.name", "").is_err());
         assert_eq!(literal("it's\\"), "'it\\'s\\\\'");
+    }
+
+    #[test]
+    fn job_names_are_unique_and_valid_where_truncated_names_met() {
+        let cell = job_name("Database", "nova-real-1a2b3c", "nova-nova-nova-real-1a2b3c");
+        let cell0 = job_name(
+            "Database",
+            "nova-real-1a2b3c",
+            "nova-nova-nova-real-1a2b3c-cell0",
+        );
+        assert_ne!(cell, cell0);
+        for name in [&cell, &cell0] {
+            assert!(name.len() <= 52, "{name}");
+            assert!(!name.ends_with('-') && !name.contains("--"), "{name}");
+        }
     }
 }

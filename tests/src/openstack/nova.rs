@@ -23,7 +23,9 @@ pub const TIMEOUT: Duration = Duration::from_secs(180);
 pub const NOVA_API_PORT: u16 = 8774;
 
 /// nova.conf as the operator renders it for these tests: credentials arrive as environment
-/// overrides, the database URLs are placeholders until they do.
+/// overrides, the database URLs are placeholders until they do. The broker options are the
+/// operator's too (quorum queues): the real tier's broker is shared by the run, and an exchange
+/// the operator's Novas declared durable refuses a non-durable declaration (406).
 pub fn nova_conf(ns: &str) -> String {
     let ks = format!("http://keystone.{ns}.svc:5000/v3");
     format!(
@@ -36,7 +38,9 @@ pub fn nova_conf(ns: &str) -> String {
          [placement]\nauth_url = {ks}\nauth_type = password\nproject_domain_name = Default\nuser_domain_name = Default\n\
          project_name = service\nusername = nova\nregion_name = RegionOne\n\n\
          [scheduler]\ndiscover_hosts_in_cells_interval = -1\n\n[oslo_concurrency]\nlock_path = /var/lib/nova/tmp\n\n\
-         [vnc]\nenabled = false\n"
+         [vnc]\nenabled = false\n\n\
+         [oslo_messaging_rabbit]\nrabbit_quorum_queue = true\nrabbit_transient_quorum_queue = true\n\
+         use_queue_manager = true\n"
     )
 }
 
