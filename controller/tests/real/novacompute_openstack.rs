@@ -171,7 +171,7 @@ async fn one_pass(
 ) -> Result<()> {
     let before = passes();
     touch(pools, name, value).await;
-    Wait::new(&format!("the pass after {value}"), TIMEOUT)
+    Wait::new(format!("the pass after {value}"), TIMEOUT)
         .until(|| async { Ok((passes() > before).then_some(())) })
         .await?;
     Ok(())
@@ -212,7 +212,7 @@ fn step_passes(metrics: &Metrics, step: &'static str) -> impl Fn() -> u64 + use<
 /// Deletes the pool and waits until its finalizer released it.
 async fn delete_pool(pools: &Api<NovaCompute>, name: &str) -> Result<()> {
     pools.delete(name, &DeleteParams::default()).await?;
-    Wait::new(&format!("{name} released"), POOL_TIMEOUT)
+    Wait::new(format!("{name} released"), POOL_TIMEOUT)
         .until(|| async { Ok(pools.get_opt(name).await?.is_none().then_some(())) })
         .await?;
     Ok(())

@@ -228,7 +228,7 @@ fn job(name: &str, annotations: BTreeMap<&str, &str>) -> Result<Job> {
 
 async fn wait_for_job_condition(jobs: &Api<Job>, name: &str, condition: &str) -> Result<()> {
     Wait::new(
-        &format!("Job {name} to be {condition}"),
+        format!("Job {name} to be {condition}"),
         Duration::from_secs(90),
     )
     .until(|| {
@@ -265,7 +265,7 @@ async fn terminated_pod(
     name: &str,
 ) -> Result<(String, k8s_openapi::api::core::v1::ContainerStateTerminated)> {
     Wait::new(
-        &format!("the pod of Job {name} to terminate"),
+        format!("the pod of Job {name} to terminate"),
         Duration::from_secs(90),
     )
     .until(|| {
