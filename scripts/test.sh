@@ -74,9 +74,7 @@ for t in $tiers; do
     pure)
       tier pure cargo test --workspace --locked --lib --bins --examples --test 'pure*' || failed=1
       tier pure-doc cargo test --workspace --locked --doc || failed=1 ;;
-    # Three threads: the fault drills take turns (each owns a control plane), and with two
-    # threads one would often wait on the other's drill while the rest of the tier waits too.
-    kwok) tier kwok cargo test --workspace --locked --test 'kwok*' -- --test-threads=3 || failed=1 ;;
+    kwok) tier kwok cargo test --workspace --locked --test 'kwok*' || failed=1 ;;
     real) tier real cargo test --workspace --locked --test 'real*' || failed=1 ;;
   esac
 done
