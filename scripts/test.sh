@@ -72,10 +72,10 @@ failed=0
 for t in $tiers; do
   case $t in
     pure)
-      tier pure cargo test --workspace --locked --lib --bins --examples --test 'pure*' || failed=1
-      tier pure-doc cargo test --workspace --locked --doc || failed=1 ;;
-    kwok) tier kwok cargo test --workspace --locked --test 'kwok*' || failed=1 ;;
-    real) tier real cargo test --workspace --locked --test 'real*' || failed=1 ;;
+      tier pure cargo test --workspace --locked --no-fail-fast --lib --bins --examples --test 'pure*' || failed=1
+      tier pure-doc cargo test --workspace --locked --no-fail-fast --doc || failed=1 ;;
+    kwok) tier kwok cargo test --workspace --locked --no-fail-fast --test 'kwok*' || failed=1 ;;
+    real) tier real cargo test --workspace --locked --no-fail-fast --test 'real*' || failed=1 ;;
   esac
 done
 printf '[test.sh] %s\n' "${summary[@]}" >&2

@@ -22,7 +22,8 @@ const RELEASE: &str = "2026.1";
 
 #[tokio::test]
 async fn nova_runs_for_real_from_hand_written_templates() -> Result<()> {
-    let _stack = nova_testkit::stack::shared().await;
+    // Alone: the proof Nova's schemas, compute host and broker queues are the other proofs' too.
+    let _stack = nova_testkit::stack::exclusive().await;
     let cp = shared_real_node().await?;
     let t0 = Instant::now();
     let os = openstack::shared(cp, RELEASE).await?;
