@@ -6,7 +6,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams};
 use kube::{Client, ResourceExt};
-use nova_api::conditions::{NovaComputeConditionType, NovaConditionType};
+use nova_api::conditions::NovaConditionType;
 use nova_api::v1alpha1::{Nova, NovaCompute};
 
 use crate::conditions::Conditioned;
@@ -16,14 +16,6 @@ use crate::wait::{Seen, Timeout, Wait};
 
 /// How long a pool may take to reach a state: a few of its 30 s polls on a loaded machine.
 pub const POOL_TIMEOUT: Duration = Duration::from_secs(300);
-
-fn nova_type(type_: &str) -> NovaConditionType {
-    Nova::type_named(type_)
-}
-
-fn pool_type(type_: &str) -> NovaComputeConditionType {
-    NovaCompute::type_named(type_)
-}
 
 /// A wait about the Nova `name` of `novas`.
 pub fn about_nova(
@@ -73,7 +65,7 @@ pub async fn condition(novas: &Api<Nova>, type_: &str) -> Option<(String, String
         .get("nova")
         .await
         .expect("nova")
-        .triple(nova_type(type_))
+        .triple(Nova::type_named(type_))
 }
 
 /// Waits until condition `type_` of the Nova `nova` carries `reason`; returns its message.
@@ -93,7 +85,7 @@ async fn wait_reason(
     reason: &str,
     timeout: Duration,
 ) -> String {
-    let t = nova_type(type_);
+    let t = Nova::type_named(type_);
     let nova = wait_nova_until(novas, name, &format!("{type_}={reason}"), timeout, |n| {
         n.reason(t) == Some(reason)
     })
@@ -222,7 +214,7 @@ pub async fn pool_condition(
         .get_opt(name)
         .await
         .expect("pool")?
-        .triple(pool_type(type_))
+        .triple(NovaCompute::type_named(type_))
 }
 
 /// The pool `name` once `check` holds for it; fails after [`POOL_TIMEOUT`] naming the wait
@@ -267,7 +259,7 @@ pub async fn pool_reason_for(
     reason: &str,
     timeout: Duration,
 ) -> Result<String, Timeout> {
-    let t = pool_type(type_);
+    let t = NovaCompute::type_named(type_);
     let pool = wait_pool_for(pools, name, &format!("{type_}={reason}"), timeout, |p| {
         p.reason(t) == Some(reason)
     })
