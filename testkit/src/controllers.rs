@@ -15,6 +15,7 @@ use serde_json::json;
 
 use crate::fixtures::TIMEOUT;
 use crate::logs;
+use crate::requests::{self, Requests};
 use crate::wait::{Seen, Wait};
 
 /// A simulated nova-api (no pod runs under kwok): on 127.0.0.1, it answers every request with
@@ -65,9 +66,13 @@ pub async fn start_controller_everywhere(client: Client, probe: std::net::Socket
     let registry = Registry::default()
         .register(nova::controller::kinds())
         .probe_services_at(Some(probe));
-    start_on(client, None, registry, None, |c, m, cluster, o| {
-        nova::controller::run(c, m, cluster, o, futures::future::pending())
-    })
+    start_on(
+        client,
+        Scope::everywhere(),
+        registry,
+        None,
+        |c, m, cluster, o| nova::controller::run(c, m, cluster, o, futures::future::pending()),
+    )
     .await
 }
 
@@ -81,11 +86,39 @@ pub async fn start_controller_placing(
     let registry = Registry::default()
         .register(nova::controller::kinds())
         .probe_services_at(Some(probe));
-    let scope = Some(ns.to_owned());
-    start_on(client, scope, registry, targets, |c, m, cluster, o| {
-        nova::controller::run(c, m, cluster, o, futures::future::pending())
-    })
+    start_on(
+        client,
+        Scope::within(ns),
+        registry,
+        targets,
+        |c, m, cluster, o| nova::controller::run(c, m, cluster, o, futures::future::pending()),
+    )
     .await
+}
+
+/// Where an in-process controller watches: its handle's scope, and the namespace of the CRs it
+/// reconciles (None: every namespace).
+struct Scope {
+    handle: Option<String>,
+    crs: Option<String>,
+}
+
+impl Scope {
+    /// Every namespace, as a cluster-wide install.
+    fn everywhere() -> Self {
+        Self {
+            handle: None,
+            crs: None,
+        }
+    }
+
+    /// One namespace, as an install under `--namespace`.
+    fn within(ns: &str) -> Self {
+        Self {
+            handle: Some(ns.to_owned()),
+            crs: Some(ns.to_owned()),
+        }
+    }
 }
 
 /// Starts a controller (`run`) in-process on a handle over `registry` watching `scope` (and
@@ -93,7 +126,7 @@ pub async fn start_controller_placing(
 /// metrics.
 async fn start_on<F, Run>(
     client: Client,
-    scope: Option<String>,
+    scope: Scope,
     registry: Registry,
     targets: Option<Arc<nova_controller::clusters::Fleet>>,
     run: F,
@@ -104,10 +137,10 @@ where
 {
     logs::capture();
     let metrics = Metrics::new().expect("metrics");
-    let cluster = LocalCluster::start(client.clone(), scope.clone(), registry).await;
+    let cluster = LocalCluster::start(client.clone(), scope.handle, registry).await;
     cluster.synced().await;
     let options = Options {
-        scope,
+        scope: scope.crs,
         concurrency: 2,
         instance: None,
         targets,
@@ -128,10 +161,37 @@ pub async fn start_novacompute_placing(
     registry: Registry,
     targets: Option<Arc<nova_controller::clusters::Fleet>>,
 ) -> Metrics {
+    start_novacompute_on(client, Scope::everywhere(), registry, targets).await
+}
+
+/// Like [`start_novacompute`], reconciling the pools in `ns` alone: the handle stays
+/// cluster-wide for the Node label watch, and the tests beside it (the real tier's run side by
+/// side on one cluster) keep their pools to their own controllers. The controller's requests
+/// are counted by its client (the API server's counters count the tests beside it too).
+pub async fn start_novacompute_for_pools_in(
+    client: Client,
+    ns: &str,
+    registry: Registry,
+) -> (Metrics, Arc<Requests>) {
+    let scope = Scope {
+        handle: None,
+        crs: Some(ns.to_owned()),
+    };
+    let (client, requests) = requests::counted(client);
+    let metrics = start_novacompute_on(client, scope, registry, None).await;
+    (metrics, requests)
+}
+
+async fn start_novacompute_on(
+    client: Client,
+    scope: Scope,
+    registry: Registry,
+    targets: Option<Arc<nova_controller::clusters::Fleet>>,
+) -> Metrics {
     let registry = registry
         .register(nova::controller::kinds())
         .register(novacompute::controller::kinds());
-    start_on(client, None, registry, targets, |c, m, cluster, o| {
+    start_on(client, scope, registry, targets, |c, m, cluster, o| {
         novacompute::controller::run(c, m, cluster, o, futures::future::pending())
     })
     .await

@@ -2,8 +2,8 @@
 //! bounded wait that fails with what it saw ([`wait::Wait`]), typed condition readers for both
 //! kinds ([`conditions::Conditioned`]), the fixtures loaded one way ([`fixtures`]), what the
 //! other operators would have created ([`inputs`]), the controllers started in-process
-//! ([`controllers`]), the API server's request counters ([`apiserver`]), and the real tier's
-//! shared stack ([`real`], [`proof_nova`], [`stack`]).
+//! ([`controllers`]), the API server's request counters ([`apiserver`]) and a controller's own
+//! ([`requests`]), and the real tier's shared stack ([`real`], [`proof_nova`], [`stack`]).
 //!
 //! Dev-only: no product crate depends on it.
 
@@ -18,6 +18,7 @@ pub mod logs;
 pub mod novas;
 pub mod proof_nova;
 pub mod real;
+pub mod requests;
 pub mod stack;
 pub mod wait;
 

@@ -5,8 +5,13 @@
 //! - **simulated mariadb-operator**: a `Database`, `User` or `Grant` (`k8s.mariadb.com/v1alpha1`)
 //!   creates the real schema, user (password from its `passwordSecretKeyRef`) or grant in the
 //!   shared MariaDB, then reports `Ready`.
-//! - **simulated rabbitmq-cluster-operator**: a `RabbitmqCluster` gets a `<name>-default-user`
-//!   Secret (username, password, host, port) for the shared broker and the status reference to it.
+//! - **simulated rabbitmq-cluster-operator**: a `RabbitmqCluster` gets a real broker of its own,
+//!   a RabbitMQ Deployment and Service named after it in its namespace, as the real operator
+//!   gives it a StatefulSet, and once that broker is available a `<name>-default-user` Secret
+//!   (username, password, host, port) and the status reference to it. Nova's RPC topics
+//!   (`conductor`, `scheduler`, `compute.<host>`) are the same in every cell, so two Novas on one
+//!   vhost answer each other's calls: a broker per cluster keeps the tests of a run apart. In
+//!   the OpenStack namespace itself (`scripts/run.sh`) the cluster is the shared broker.
 //! - **simulated external-secrets**: every `SecretStore`/`ClusterSecretStore` is reported `Ready`
 //!   (the credential Secrets themselves are written directly by the tests).
 //! - **simulated OVN chassis** ([`ovn_chassis`]): the real node runs no Open vSwitch, so a pod
@@ -24,7 +29,9 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
-use crate::openstack::{OpenStack, Ports, RABBITMQ, RABBITMQ_USER, write_secret};
+use crate::openstack::{
+    NAMESPACE, OpenStack, Ports, RABBITMQ_USER, apply, available, manifests, write_secret,
+};
 use crate::{Error, Result, kube_err};
 
 /// Runs the simulated operators until dropped.
@@ -106,7 +113,12 @@ async fn reconcile_all(os: &OpenStack, done: &mut Done) -> Result<()> {
         "rabbitmqclusters",
     );
     for object in pending(&client, &ar, done).await? {
-        let outcome = default_user(os, &client, &object).await;
+        let outcome = match broker(os, &client, &object).await {
+            // Still starting: the status stays as it is until the broker answers.
+            Ok(false) => continue,
+            Ok(true) => default_user(&client, &object, os.rabbitmq_password()).await,
+            Err(e) => Err(e),
+        };
         report(
             &client,
             &ar,
@@ -370,15 +382,29 @@ async fn secret_value(client: &kube::Client, ns: &str, name: &str, key: &str) ->
     })
 }
 
+/// Applies the broker of a `RabbitmqCluster` and says whether it is available (the shared
+/// broker, for a cluster in the OpenStack namespace, always is).
+async fn broker(os: &OpenStack, client: &kube::Client, object: &DynamicObject) -> Result<bool> {
+    let name = object.metadata.name.clone().unwrap_or_default();
+    let ns = object.metadata.namespace.clone().unwrap_or_default();
+    if ns == NAMESPACE {
+        return Ok(true);
+    }
+    for manifest in manifests::broker(&ns, &name, os.rabbitmq_password()) {
+        apply(client, &manifest).await?;
+    }
+    available(client, &ns, &name).await
+}
+
 async fn default_user(
-    os: &OpenStack,
     client: &kube::Client,
     object: &DynamicObject,
+    password: &str,
 ) -> Result<Value> {
     let name = object.metadata.name.clone().unwrap_or_default();
     let ns = object.metadata.namespace.clone().unwrap_or_default();
     let secret = format!("{name}-default-user");
-    let host = format!("{RABBITMQ}.{ns}.svc");
+    let host = format!("{name}.{ns}.svc");
     let port = Ports::RABBITMQ.to_string();
     write_secret(
         client,
@@ -386,7 +412,7 @@ async fn default_user(
         &secret,
         &[
             ("username", RABBITMQ_USER),
-            ("password", os.rabbitmq_password()),
+            ("password", password),
             ("host", &host),
             ("port", &port),
             ("provider", "rabbitmq"),

@@ -36,24 +36,24 @@ use nova_controller::metrics::Metrics;
 use nova_controller::novacompute::aggregates::{MARKER_KEY, TENANT_FILTER_TESTS};
 use nova_controller::openstack::{self as os_client, Direct};
 use nova_test_harness::http;
-use nova_test_harness::openstack::nova::{NOVA_API_PORT, TIMEOUT, start_conductor_and_compute};
+use nova_test_harness::openstack::nova::{
+    NOVA_API_PORT, TIMEOUT, names, start_conductor_and_compute,
+};
 use nova_test_harness::openstack::{OpenStack, PLACEMENT, Ports, keystone_url};
 use serde_json::{Value, json};
 
 use nova_testkit::prelude::{
     POOL_LABEL, POOL_TIMEOUT, condition_of, contract, create_zoned_node, events_on, mark_mirror,
-    pool_reason, provide_pool_nova, put_secret, start_novacompute, touch, touch_five_times,
-    wait_pool, writes,
+    pool_reason, provide_pool_nova, put_secret, start_novacompute_for_pools_in, touch,
+    touch_five_times, wait_pool,
 };
 use nova_testkit::proof_nova::{
     create_hypervisor, discover_hosts, routes, scale_api, service_user, start,
 };
+use nova_testkit::requests::Requests;
 use nova_testkit::wait::Wait;
 
 const RELEASE: &str = "2026.1";
-/// The host the harness's nova-compute registers as, and the kwok node standing for it.
-const HOST: &str = "proof-compute-0";
-
 /// A pool of the Nova `nova` in `ns` selecting the nodes labelled `selector`, `extra` merged into
 /// its spec.
 fn pool(ns: &str, name: &str, selector: &str, extra: Value) -> Result<NovaCompute> {
@@ -151,15 +151,15 @@ async fn notes(client: &Client, ns: &str, name: &str, reason: &str) -> Result<Ve
         .collect())
 }
 
-/// What a pass over an unchanged pool may not change: the NovaCompute status writes and the
-/// events recorded on the pool.
-async fn quiet(client: &Client, ns: &str, name: &str) -> Result<(u64, i32)> {
+/// What a pass over an unchanged pool may not change: the controller's NovaCompute status
+/// writes and the events recorded on the pool.
+async fn quiet(client: &Client, requests: &Requests, ns: &str, name: &str) -> Result<(usize, i32)> {
     let recorded = events_on(client, ns, name)
         .await?
         .iter()
         .map(|(_, _, n)| n)
         .sum();
-    Ok((writes(client, "novacomputes", "status").await, recorded))
+    Ok((requests.writes("novacomputes", "status"), recorded))
 }
 
 /// Touches the pool `name` (annotation `value`) and waits for the pass `passes` counts.
@@ -182,16 +182,17 @@ async fn one_pass(
 /// a pool's passes run one at a time), and after a pass that followed the fifth.
 async fn five_quiet_passes(
     client: &Client,
+    requests: &Requests,
     ns: &str,
     name: &str,
     passes: impl Fn() -> u64,
 ) -> Result<()> {
     let pools: Api<NovaCompute> = Api::namespaced(client.clone(), ns);
     one_pass(&pools, name, &format!("{name}-settle"), &passes).await?;
-    let before = quiet(client, ns, name).await?;
+    let before = quiet(client, requests, ns, name).await?;
     touch_five_times(&pools, name, name, &passes).await;
     one_pass(&pools, name, &format!("{name}-settled"), &passes).await?;
-    let after = quiet(client, ns, name).await?;
+    let after = quiet(client, requests, ns, name).await?;
     ensure!(
         before == after,
         "{name} converged writes no status and records no event: {before:?} -> {after:?}"
@@ -219,7 +220,12 @@ async fn delete_pool(pools: &Api<NovaCompute>, name: &str) -> Result<()> {
 }
 
 /// Step 1: the traits of a pool on a kwok node with a real `kvm.cloud.sap/v1` Hypervisor.
-async fn traits(client: &Client, os: &OpenStack, ns: &str, metrics: &Metrics) -> Result<()> {
+async fn traits(
+    client: &Client,
+    os: &OpenStack,
+    ns: &str,
+    (metrics, requests): (&Metrics, &Requests),
+) -> Result<()> {
     let suffix = ns.rsplit('-').next().unwrap_or("x").to_uppercase();
     let [base, gpu, fpga] = ["POOL", "GPU", "FPGA"].map(|t| format!("CUSTOM_{t}_{suffix}"));
     let mut all = vec![base.clone(), gpu.clone(), fpga.clone()];
@@ -317,7 +323,14 @@ async fn traits(client: &Client, os: &OpenStack, ns: &str, metrics: &Metrics) ->
         entry(&p, &node)
     );
     let version = hypervisors.get(&node).await?.resource_version();
-    five_quiet_passes(client, ns, "pool-t", step_passes(metrics, "Traits")).await?;
+    five_quiet_passes(
+        client,
+        requests,
+        ns,
+        "pool-t",
+        step_passes(metrics, "Traits"),
+    )
+    .await?;
     ensure!(
         hypervisors.get(&node).await?.resource_version() == version,
         "a converged pool writes no Hypervisor"
@@ -426,15 +439,15 @@ async fn aggregate_id(view: &os_client::Client, name: &str) -> Result<i64> {
         .id)
 }
 
-/// Steps 2 to 4: a pool on `HOST` (zone A, the played compute service) and a second kwok node
-/// (zone B, no service).
+/// Steps 2 to 4: a pool on the proof Nova's compute host (zone A, the played compute service)
+/// and a second kwok node (zone B, no service).
 async fn aggregates_and_the_drain(
     client: &Client,
     os: &OpenStack,
     view: &os_client::Client,
     api: SocketAddr,
     ns: &str,
-    metrics: &Metrics,
+    (metrics, requests): (&Metrics, &Requests),
 ) -> Result<()> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     put_secret(
@@ -447,8 +460,9 @@ async fn aggregates_and_the_drain(
     let selector = format!("d-{ns}");
     let (za, zb) = (format!("za-{ns}"), format!("zb-{ns}"));
     let other = format!("agg-node-{ns}");
+    let host = names(ns).host;
     let nodes: Api<Node> = Api::all(client.clone());
-    create_zoned_node(&nodes, HOST, &selector, &za).await;
+    create_zoned_node(&nodes, &host, &selector, &za).await;
     create_zoned_node(&nodes, &other, &selector, &zb).await;
     let pools: Api<NovaCompute> = Api::namespaced(client.clone(), ns);
     pools
@@ -467,14 +481,14 @@ async fn aggregates_and_the_drain(
     )
     .await?;
     ensure!(
-        message == format!("Active nodes in no aggregate of their zone: {HOST} ({za})"),
+        message == format!("Active nodes in no aggregate of their zone: {host} ({za})"),
         "{message}"
     );
     let p = pools.get("pool-d").await?;
-    let service = entry(&p, HOST)
+    let service = entry(&p, &host)
         .filter(|e| e.phase == NodePhase::Active)
         .and_then(|e| e.service_id.clone())
-        .with_context(|| format!("{HOST} Active with its service: {:?}", p.status))?;
+        .with_context(|| format!("{host} Active with its service: {:?}", p.status))?;
     ensure!(
         entry(&p, &other).map(|e| e.phase) == Some(NodePhase::Pending),
         "{:?}",
@@ -497,11 +511,11 @@ async fn aggregates_and_the_drain(
         );
     }
     let za_id = aggregate_id(view, &za).await?;
-    let add = json!({"add_host": {"host": HOST}});
+    let add = json!({"add_host": {"host": host}});
     let path = format!("/v2.1/os-aggregates/{za_id}/action");
     ensure!(
         nova_admin(os, api, "POST", &path, add).await? == 200,
-        "onboarding {HOST}"
+        "onboarding {host}"
     );
     touch(&pools, "pool-d", "onboarded").await;
     let mut ensured = [za.clone(), zb.clone(), TENANT_FILTER_TESTS.to_owned()];
@@ -512,16 +526,16 @@ async fn aggregates_and_the_drain(
         "{message}"
     );
 
-    // 3. The Nova API stops; then HOST is relabelled and drains.
+    // 3. The Nova API stops; then the host is relabelled and drains.
     scale_api(client, ns, 0).await?;
-    label(&nodes, HOST, "elsewhere").await?;
+    label(&nodes, &host, "elsewhere").await?;
     let p = wait_pool(
         &pools,
         "pool-d",
-        "ComputeAPIError with HOST Draining",
+        "ComputeAPIError with the host Draining",
         |p| {
             condition_of(p, "AggregatesReady").is_some_and(|(_, r, _)| r == "ComputeAPIError")
-                && entry(p, HOST).is_some_and(|e| e.phase == NodePhase::Draining)
+                && entry(p, &host).is_some_and(|e| e.phase == NodePhase::Draining)
         },
     )
     .await?;
@@ -531,7 +545,7 @@ async fn aggregates_and_the_drain(
         "{message}"
     );
     ensure!(!message.contains(os.nova_password()), "{message}");
-    let draining = entry(&p, HOST).cloned().context("HOST")?;
+    let draining = entry(&p, &host).cloned().context("the host")?;
     ensure!(
         draining.service_id.as_deref() == Some(service.as_str())
             && draining.zone.as_deref() == Some(za.as_str()),
@@ -539,9 +553,9 @@ async fn aggregates_and_the_drain(
     );
     let on_host = ListParams::default()
         .labels("app.kubernetes.io/instance=pool-d")
-        .fields(&format!("spec.nodeName={HOST}"));
+        .fields(&format!("spec.nodeName={host}"));
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    Wait::new("the held term keeps HOST's pod", POOL_TIMEOUT)
+    Wait::new("the held term keeps the host's pod", POOL_TIMEOUT)
         .until(|| async {
             let listed = pods.list(&on_host).await?.items;
             Ok(listed
@@ -605,8 +619,8 @@ async fn aggregates_and_the_drain(
 
     scale_api(client, ns, 1).await?;
     let back = Instant::now();
-    wait_pool(&pools, "pool-d", "HOST released", |p| {
-        entry(p, HOST).is_none()
+    wait_pool(&pools, "pool-d", "the host released", |p| {
+        entry(p, &host).is_none()
     })
     .await?;
     eprintln!(
@@ -616,7 +630,7 @@ async fn aggregates_and_the_drain(
     ensure!(
         notes(client, ns, "pool-d", "ComputeServiceDisabled").await?
             == [(
-                format!("Disabled the compute service of node {HOST}: it left the pool"),
+                format!("Disabled the compute service of node {host}: it left the pool"),
                 1
             )]
     );
@@ -624,7 +638,7 @@ async fn aggregates_and_the_drain(
         notes(client, ns, "pool-d", "ComputeServiceDeleted").await?
             == [(
                 format!(
-                    "Deleted the compute service of node {HOST}; Nova dropped its host mapping with it"
+                    "Deleted the compute service of node {host}; Nova dropped its host mapping with it"
                 ),
                 1
             )]
@@ -634,7 +648,7 @@ async fn aggregates_and_the_drain(
             .compute_services()
             .await?
             .iter()
-            .any(|s| s.host == HOST),
+            .any(|s| s.host == host),
         "the service is gone"
     );
     let mut left = vec![zb.clone(), TENANT_FILTER_TESTS.to_owned()];
@@ -664,7 +678,14 @@ async fn aggregates_and_the_drain(
             Ok((!recorded.is_empty()).then_some(()))
         })
         .await?;
-    five_quiet_passes(client, ns, "pool-d", step_passes(metrics, "Aggregates")).await?;
+    five_quiet_passes(
+        client,
+        requests,
+        ns,
+        "pool-d",
+        step_passes(metrics, "Aggregates"),
+    )
+    .await?;
     ensure!(
         notes(client, ns, "pool-d", "AggregateKept").await? == [(kept, 1)],
         "recorded once"
@@ -685,7 +706,7 @@ async fn aggregates_and_the_drain(
         aggregate_names(view).await?.is_empty(),
         "tenant_filter_tests went with the last pool"
     );
-    for node in [HOST, other.as_str()] {
+    for node in [host.as_str(), other.as_str()] {
         nodes.delete(node, &DeleteParams::default()).await?;
     }
     Ok(())
@@ -693,7 +714,7 @@ async fn aggregates_and_the_drain(
 
 #[tokio::test]
 async fn pools_keep_traits_and_aggregates_and_drain_through_an_outage() -> Result<()> {
-    let _stack = nova_testkit::stack::exclusive().await;
+    let _timed = nova_testkit::stack::timed();
     let (_, os, client, ns) = start("nc-openstack", RELEASE).await?;
     start_conductor_and_compute(&client, &ns, RELEASE).await?;
     let routes = routes(&client, os, &ns).await;
@@ -704,28 +725,33 @@ async fn pools_keep_traits_and_aggregates_and_drain_through_an_outage() -> Resul
         os.nova_password(),
     );
     provide_pool_nova(&client, &ns, &keystone_url(), os.nova_password()).await;
-    let metrics =
-        start_novacompute(client.clone(), Registry::default().route_services(routes)).await;
+    let (metrics, requests) = start_novacompute_for_pools_in(
+        client.clone(),
+        &ns,
+        Registry::default().route_services(routes),
+    )
+    .await;
 
     let t = Instant::now();
-    traits(&client, os, &ns, &metrics).await?;
+    traits(&client, os, &ns, (&metrics, &requests)).await?;
     eprintln!(
         "traits through the controller in {:.1}s",
         t.elapsed().as_secs_f64()
     );
 
     let t = Instant::now();
+    let host = names(&ns).host;
     Wait::new("the compute service up", TIMEOUT)
         .until(|| async {
             Ok(view
                 .compute_services()
                 .await?
                 .into_iter()
-                .find(|s| s.host == HOST && s.state == "up"))
+                .find(|s| s.host == host && s.state == "up"))
         })
         .await?;
     discover_hosts(&client, &ns, RELEASE, "proof-discover-hosts").await?;
-    aggregates_and_the_drain(&client, os, &view, api, &ns, &metrics).await?;
+    aggregates_and_the_drain(&client, os, &view, api, &ns, (&metrics, &requests)).await?;
     eprintln!(
         "aggregates and the drain through an outage in {:.1}s",
         t.elapsed().as_secs_f64()

@@ -287,7 +287,7 @@ struct Suite {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pools_on_the_real_node_run_real_nova_computes_and_never_strand_a_server() {
-    let _stack = nova_testkit::stack::exclusive().await;
+    let _timed = nova_testkit::stack::timed();
     let setup = start("pool-real").await;
     let (os, client, ns) = (setup.os, setup.client.clone(), setup.ns.clone());
     let (nova_image, compute_image) = images();
@@ -309,8 +309,12 @@ async fn pools_on_the_real_node_run_real_nova_computes_and_never_strand_a_server
         .expect("the simulated OVN chassis");
     let routes = pool_routes(os, &client, &ns).await;
     let view = nova_view(os, &ns, routes.clone());
-    let metrics =
-        start_novacompute(client.clone(), Registry::default().route_services(routes)).await;
+    let (metrics, _) = start_novacompute_for_pools_in(
+        client.clone(),
+        &ns,
+        Registry::default().route_services(routes),
+    )
+    .await;
     let admin = Admin {
         api: cluster_ip(&client, &ns, "nova", 8774).await,
         token: os.admin_token().await.expect("an admin token"),

@@ -27,20 +27,19 @@ use nova_controller::novacompute::{aggregates, services, traits};
 use nova_controller::openstack::nova::ServiceDeletion;
 use nova_controller::openstack::placement::{TraitDeletion, TraitEnsured};
 use nova_controller::openstack::{Client, OpenStackError};
-use nova_test_harness::openstack::nova::{TIMEOUT, start_conductor_and_compute};
+use nova_test_harness::openstack::nova::{TIMEOUT, names, start_conductor_and_compute};
 use nova_test_harness::openstack::{OpenStack, PLACEMENT, Ports, keystone_url};
 use nova_test_harness::{ControlPlane, http};
 use serde_json::json;
 
 use nova_testkit::prelude::{
     POOL_LABEL, create_zoned_node, occurrences, pool_reason, provide_pool_nova, quiet_window,
-    start_novacompute, touch_five_times, writes,
+    start_novacompute_for_pools_in, touch_five_times,
 };
 use nova_testkit::proof_nova::{create_hypervisor, discover_hosts, routes, service_user, start};
 use nova_testkit::wait::Wait;
 
 const RELEASE: &str = "2026.1";
-const HOST: &str = "proof-compute-0";
 
 /// The management cluster's handle as the steps use it, its Service URLs routed to Keystone,
 /// Placement and nova-api (the controller runs outside the cluster here).
@@ -194,8 +193,9 @@ async fn pools_through_the_controller(
     create_zoned_node(&nodes, &node_name, ns, &zone).await;
     provide_pool_nova(&kube, ns, &keystone_url(), os.nova_password()).await;
     let secrets: Api<Secret> = Api::namespaced(kube.clone(), ns);
-    let metrics = start_novacompute(
+    let (metrics, requests) = start_novacompute_for_pools_in(
         kube.clone(),
+        ns,
         Registry::default().route_services(routes(&kube, os, ns).await),
     )
     .await;
@@ -231,7 +231,7 @@ async fn pools_through_the_controller(
             .iter()
             .map(occurrences)
             .sum::<i32>();
-        Ok::<_, anyhow::Error>((writes(&kube, "novacomputes", "status").await, on_pool))
+        Ok::<_, anyhow::Error>((requests.writes("novacomputes", "status"), on_pool))
     };
     quiet_window(Duration::from_secs(3)).await;
     let before = quiet().await?;
@@ -503,7 +503,7 @@ async fn walk_once(
 
 #[tokio::test]
 async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> {
-    let _stack = nova_testkit::stack::exclusive().await;
+    let _timed = nova_testkit::stack::timed();
     let (cp, os, kube, ns) = start("osclient", RELEASE).await?;
 
     // A wrong password: Keystone's 401, naming neither the password nor a token.
@@ -650,6 +650,7 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
     // Services: a fake-driver compute registers, is unmapped until discovery, then disabled,
     // counted and deleted once its pod is gone.
     let t = Instant::now();
+    let host = names(&ns).host;
     start_conductor_and_compute(&kube, &ns, RELEASE).await?;
     let service = Wait::new("the compute service registering", TIMEOUT)
         .until(|| async {
@@ -658,7 +659,7 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
                 .compute_services()
                 .await?
                 .into_iter()
-                .find(|s| s.host == HOST && s.state == "up"))
+                .find(|s| s.host == host && s.state == "up"))
         })
         .await?;
     ensure!(
@@ -666,7 +667,7 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
         "{service:?}"
     );
     ensure!(
-        !client.mapped_hosts().await?.contains(HOST),
+        !client.mapped_hosts().await?.contains(&host),
         "an undiscovered host is not listed"
     );
 
@@ -675,12 +676,12 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
     let w = walk_once(
         &client,
         &ns,
-        vec![node_entry(HOST, NodePhase::Pending)],
+        vec![node_entry(&host, NodePhase::Pending)],
         &[],
     )
     .await;
     ensure!(
-        w.unmapped == [HOST] && w.nodes[0].phase == NodePhase::Pending,
+        w.unmapped == [host.clone()] && w.nodes[0].phase == NodePhase::Pending,
         "{w:?}"
     );
     ensure!(
@@ -713,13 +714,13 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
         .compute_services()
         .await?
         .into_iter()
-        .find(|s| s.host == HOST)
+        .find(|s| s.host == host)
         .context("still listed")?;
     ensure!(
         disabled.status == "disabled" && disabled.disabled_reason == reason,
         "{disabled:?}"
     );
-    let w = walk_once(&client, &ns, w.nodes, &[HOST]).await;
+    let w = walk_once(&client, &ns, w.nodes, &[host.as_str()]).await;
     ensure!(
         w.nodes.len() == 1 && w.events.is_empty(),
         "the service stays while the pod runs: {w:?}"
@@ -744,11 +745,11 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
             .compute_services()
             .await?
             .iter()
-            .any(|s| s.host == HOST),
+            .any(|s| s.host == host),
         "the service is gone"
     );
     ensure!(
-        !client.mapped_hosts().await?.contains(HOST),
+        !client.mapped_hosts().await?.contains(&host),
         "its host mapping went with it"
     );
     eprintln!(

@@ -7,11 +7,14 @@
 //! and that the Nova returns to Ready by itself.
 //!
 //! How each outage is made, and why:
-//! - MariaDB: its Service loses its endpoints (the selector matches no pod), as in a failover
-//!   that left no primary. Scaling its Deployment to 0 would wipe the schemas (the harness's
-//!   MariaDB keeps them in an emptyDir), which no real database outage does. The spec change
-//!   is a config change (`logging.debug`), so the real db-sync Job re-runs into the outage.
-//! - RabbitMQ: its Deployment scaled to 0 and back to 1: a real broker stop (its user and vhost
+//! - MariaDB: the Service the Nova reaches it by loses its endpoints, as in a failover that left
+//!   no primary. That Service is the namespace's own (selector-less, its EndpointSlice naming
+//!   the shared MariaDB's pod), so the outage is this test's alone and the tests beside it keep
+//!   their database. Scaling the Deployment to 0 would wipe the schemas (the harness's MariaDB
+//!   keeps them in an emptyDir), which no real database outage does. The spec change is a
+//!   config change (`logging.debug`), so the real db-sync Job re-runs into the outage.
+//! - RabbitMQ: the Deployment of the namespace's broker (the simulated operator's, for the
+//!   Nova's RabbitmqCluster) scaled to 0 and back to 1: a real broker stop (its user and vhost
 //!   come from its config file; nova's queues are transient). The spec change moves the
 //!   archive schedule.
 //! - Nova API: its Deployment scaled to 0 by someone else (the operator owns the replica count
@@ -24,11 +27,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
 use nova_test_harness::images::{nova_image, pinned};
-use nova_test_harness::openstack::{self, MARIADB, RABBITMQ};
+use nova_test_harness::openstack::{MARIADB, OpenStack, Ports, RABBITMQ};
 use nova_test_harness::pods;
 use nova_testkit::inputs::accept_routes;
 use nova_testkit::prelude::{about_nova, holds, reason};
@@ -142,21 +146,56 @@ async fn scale(client: &Client, ns: &str, name: &str, replicas: i32) {
         .expect("scale");
 }
 
-fn shared_services(client: &Client) -> Api<Service> {
-    Api::namespaced(client.clone(), openstack::NAMESPACE)
-}
+/// The EndpointSlice of the namespace's own MariaDB Service.
+const MARIADB_SLICE: &str = "openstack-mariadb-drill";
 
-/// Merges `selector` into the selector of a Service of the shared OpenStack (a null value
-/// removes a key).
-async fn reselect(client: &Client, name: &str, selector: &Value) {
-    shared_services(client)
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"selector": selector}})),
+/// Replaces the namespace's ExternalName Service for MariaDB with one of its own, selector-less,
+/// whose EndpointSlice names the shared MariaDB's pod: what the MariaDB drill takes away.
+async fn own_mariadb_service(client: &Client, os: &OpenStack, ns: &str) {
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    services
+        .delete(MARIADB, &DeleteParams::default())
+        .await
+        .expect("the ExternalName Service");
+    let service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": MARIADB},
+        "spec": {"ports": [{"name": "main", "port": Ports::MARIADB, "targetPort": Ports::MARIADB}]}});
+    services
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(service).expect("a Service"),
         )
         .await
-        .expect("reselect");
+        .expect("the namespace's MariaDB Service");
+    let pod = os
+        .endpoint(MARIADB, Ports::MARIADB)
+        .await
+        .expect("the MariaDB pod");
+    let slice = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": MARIADB_SLICE, "labels": {
+            "kubernetes.io/service-name": MARIADB,
+            "endpointslice.kubernetes.io/managed-by": "nova-operator-outage-drill"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [pod.ip().to_string()], "conditions": {"ready": true}}],
+        "ports": [{"name": "main", "port": Ports::MARIADB, "protocol": "TCP"}]});
+    Api::<EndpointSlice>::namespaced(client.clone(), ns)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(slice).expect("an EndpointSlice"),
+        )
+        .await
+        .expect("the namespace's MariaDB EndpointSlice");
+}
+
+/// Sets the endpoints of the namespace's MariaDB Service: the shared pod's, or none.
+async fn mariadb_endpoints(client: &Client, ns: &str, endpoints: Value) {
+    Api::<EndpointSlice>::namespaced(client.clone(), ns)
+        .patch(
+            MARIADB_SLICE,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "endpoints": endpoints })),
+        )
+        .await
+        .expect("the MariaDB endpoints");
 }
 
 /// Fails unless the re-run db-sync Job is still unfinished (it met the outage), printing how
@@ -277,9 +316,16 @@ async fn drill(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mariadb_rabbitmq_and_nova_api_outages_mid_reconcile_recover_without_loss() {
-    let _stack = nova_testkit::stack::exclusive().await;
+    let _timed = nova_testkit::stack::timed();
     let setup = start("outages").await;
     let (client, ns) = (setup.client.clone(), setup.ns.clone());
+    own_mariadb_service(&client, setup.os, &ns).await;
+    let endpoints = Api::<EndpointSlice>::namespaced(client.clone(), &ns)
+        .get(MARIADB_SLICE)
+        .await
+        .expect("the MariaDB endpoints")
+        .endpoints;
+    let endpoints = serde_json::to_value(endpoints).expect("endpoints");
     let image = pinned(&nova_image(RELEASE)).expect("the nova image's digest");
     let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
     let t = Instant::now();
@@ -295,20 +341,6 @@ async fn mariadb_rabbitmq_and_nova_api_outages_mid_reconcile_recover_without_los
     eprintln!("drill: Nova Ready after {:.0}s", t.elapsed().as_secs_f64());
     let mut losses = BTreeMap::new();
 
-    let mariadb = shared_services(&client)
-        .get(MARIADB)
-        .await
-        .expect("MariaDB");
-    let labels = mariadb.spec.and_then(|s| s.selector).unwrap_or_default();
-    let with_drill = |pod: Value, label: fn(&String) -> Value| {
-        let mut selector: serde_json::Map<String, Value> =
-            labels.iter().map(|(k, v)| (k.clone(), label(v))).collect();
-        selector.insert("drill".into(), pod);
-        Value::Object(selector)
-    };
-    // No pod carries the drill label; restoring removes it and puts the labels back.
-    let nowhere = with_drill(json!("no-such-pod"), |_| Value::Null);
-    let selector = with_drill(Value::Null, |v| json!(v));
     let subject = Subject {
         client: client.clone(),
         ns: ns.clone(),
@@ -321,10 +353,10 @@ async fn mariadb_rabbitmq_and_nova_api_outages_mid_reconcile_recover_without_los
         hold: Duration::from_secs(45),
         replaceable: &["Job", "ConfigMap"],
     };
-    let stop = reselect(&client, MARIADB, &nowhere);
+    let stop = mariadb_endpoints(&client, &ns, json!([]));
     let restart = async {
         db_sync_waits_on_the_database(&client, &ns).await;
-        reselect(&client, MARIADB, &selector).await;
+        mariadb_endpoints(&client, &ns, endpoints).await;
     };
     losses.insert("MariaDB", drill(&subject, mariadb, stop, restart).await);
 
@@ -335,8 +367,9 @@ async fn mariadb_rabbitmq_and_nova_api_outages_mid_reconcile_recover_without_los
         hold: Duration::from_secs(10),
         replaceable: &[],
     };
-    let stop = scale(&client, openstack::NAMESPACE, RABBITMQ, 0);
-    let restart = scale(&client, openstack::NAMESPACE, RABBITMQ, 1);
+    // The Nova's own broker, the simulated rabbitmq-cluster-operator's in its namespace.
+    let stop = scale(&client, &ns, RABBITMQ, 0);
+    let restart = scale(&client, &ns, RABBITMQ, 1);
     losses.insert("RabbitMQ", drill(&subject, rabbitmq, stop, restart).await);
 
     // Nothing restarts the API but the operator restoring its replica count.

@@ -9,9 +9,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
 use kube::api::Api;
-use nova_test_harness::images::TOOLS_IMAGE;
+use nova_test_harness::images::{TOOLS_IMAGE, nova_image};
 use nova_test_harness::openstack::nova::{
-    TIMEOUT, api_address, apply_all, db_sync, setup, start_api, start_conductor_and_compute,
+    TIMEOUT, api_address, apply_all, db_sync, names, setup, start_api, start_conductor_and_compute,
 };
 use nova_test_harness::openstack::{self, write_secret};
 use nova_test_harness::{http, pods, shared_real_node};
@@ -22,8 +22,7 @@ const RELEASE: &str = "2026.1";
 
 #[tokio::test]
 async fn nova_runs_for_real_from_hand_written_templates() -> Result<()> {
-    // Alone: the proof Nova's schemas, compute host and broker queues are the other proofs' too.
-    let _stack = nova_testkit::stack::exclusive().await;
+    let _timed = nova_testkit::stack::timed();
     let cp = shared_real_node().await?;
     let t0 = Instant::now();
     let os = openstack::shared(cp, RELEASE).await?;
@@ -94,6 +93,7 @@ async fn nova_runs_for_real_from_hand_written_templates() -> Result<()> {
     start_conductor_and_compute(&client, &ns, RELEASE).await?;
     let api_addr = api_address(&client, &ns).await?;
     let token = os.admin_token().await?;
+    let host = names(&ns).host;
     let compute_service = Wait::new("nova-compute to register", TIMEOUT)
         .until(|| async {
             let r = http::request(
@@ -118,7 +118,7 @@ async fn nova_runs_for_real_from_hand_written_templates() -> Result<()> {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .find(|s| s["host"] == "proof-compute-0" && s["state"] == "up")
+                .find(|s| s["host"] == host.as_str() && s["state"] == "up")
                 .cloned())
         })
         .await?;
@@ -130,11 +130,11 @@ async fn nova_runs_for_real_from_hand_written_templates() -> Result<()> {
 }
 
 /// The simulated infrastructure operators have real effects: a Database/User/Grant triple makes
-/// a schema the user can really write to, a RabbitmqCluster gets its default-user Secret for the
-/// real broker, and a SecretStore is reported Ready.
+/// a schema the user can really write to, a RabbitmqCluster gets a real broker of its own in its
+/// namespace, which its default-user Secret logs in to, and a SecretStore is reported Ready.
 #[tokio::test]
 async fn the_simulated_operators_have_real_effects() -> Result<()> {
-    let _stack = nova_testkit::stack::shared().await;
+    let _timed = nova_testkit::stack::timed();
     let (cp, os) = nova_testkit::stack::openstack().await;
     let client = cp.client()?;
     let ns = cp.namespace("simulated").await?;
@@ -234,16 +234,43 @@ async fn the_simulated_operators_have_real_effects() -> Result<()> {
         "the simulated user cannot use its schema: {check:?}"
     );
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
-    let default_user = secrets
-        .get(&format!("{}-default-user", openstack::RABBITMQ))
-        .await?;
-    let data = default_user.data.unwrap_or_default();
+    let default_user = format!("{}-default-user", openstack::RABBITMQ);
+    let data = secrets.get(&default_user).await?.data.unwrap_or_default();
     let host = data
         .get("host")
         .map(|b| String::from_utf8_lossy(&b.0).into_owned());
     ensure!(
         host.as_deref() == Some(&format!("{}.{ns}.svc", openstack::RABBITMQ)),
         "{host:?}"
+    );
+    // The broker is the namespace's own, and the default user logs in to it (kombu, as nova).
+    let broker: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), &ns);
+    ensure!(
+        broker.get_opt(openstack::RABBITMQ).await?.is_some(),
+        "no broker Deployment in {ns}"
+    );
+    let from = |var: &str, key: &str| json!({ "name": var, "valueFrom": { "secretKeyRef": { "name": default_user, "key": key } } });
+    apply_all(
+        &client,
+        &[json!({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": { "name": "sim-broker-check", "namespace": ns },
+            "spec": { "backoffLimit": 0, "template": { "spec": {
+                "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                "containers": [{ "name": "amqp", "image": nova_image(RELEASE), "imagePullPolicy": "Never",
+                    "command": ["python3", "-c", "import os, kombu; e = os.environ; \
+                        c = kombu.Connection(hostname=e['H'], port=int(e['P']), userid=e['U'], password=e['W'], virtual_host='/'); \
+                        c.connect(); c.release()"],
+                    "env": [from("H", "host"), from("P", "port"), from("U", "username"), from("W", "password")] }]
+            }}}
+        })],
+    )
+    .await?;
+    let check =
+        pods::wait_for_job_termination(&client, &ns, "sim-broker-check", "amqp", TIMEOUT).await?;
+    ensure!(
+        check.exit_code == 0,
+        "the default user cannot log in to the namespace's broker: {check:?}"
     );
     Ok(())
 }

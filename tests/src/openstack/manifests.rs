@@ -40,10 +40,14 @@ fn labels(app: &str) -> Value {
 
 /// A single-replica Deployment, its Service, and the pod spec given.
 fn workload(app: &str, port: u16, pod_spec: Value) -> [Value; 2] {
+    workload_in(NAMESPACE, app, port, pod_spec)
+}
+
+fn workload_in(namespace: &str, app: &str, port: u16, pod_spec: Value) -> [Value; 2] {
     [
         json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": { "name": app, "namespace": NAMESPACE, "labels": labels(app) },
+            "metadata": { "name": app, "namespace": namespace, "labels": labels(app) },
             "spec": {
                 "replicas": 1,
                 "strategy": { "type": "Recreate" },
@@ -53,16 +57,20 @@ fn workload(app: &str, port: u16, pod_spec: Value) -> [Value; 2] {
         }),
         json!({
             "apiVersion": "v1", "kind": "Service",
-            "metadata": { "name": app, "namespace": NAMESPACE, "labels": labels(app) },
+            "metadata": { "name": app, "namespace": namespace, "labels": labels(app) },
             "spec": { "selector": labels(app), "ports": [{ "name": "main", "port": port, "targetPort": port }] }
         }),
     ]
 }
 
 fn secret(name: &str, data: Value) -> Value {
+    secret_in(NAMESPACE, name, data)
+}
+
+fn secret_in(namespace: &str, name: &str, data: Value) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Secret",
-        "metadata": { "name": name, "namespace": NAMESPACE },
+        "metadata": { "name": name, "namespace": namespace },
         "type": "Opaque", "stringData": data
     })
 }
@@ -75,7 +83,7 @@ fn tcp_ready(port: u16) -> Value {
 pub(crate) fn all(release: &str, pw: &Passwords) -> Vec<Value> {
     let mut objects = Vec::new();
     objects.extend(mariadb(pw));
-    objects.extend(rabbitmq(pw));
+    objects.extend(broker(NAMESPACE, RABBITMQ, &pw.rabbitmq));
     objects.extend(workload(
         MEMCACHED,
         Ports::MEMCACHED,
@@ -156,21 +164,28 @@ fn mariadb(pw: &Passwords) -> Vec<Value> {
     objects
 }
 
-fn rabbitmq(pw: &Passwords) -> Vec<Value> {
+/// A RabbitMQ broker named `name` in `namespace` (its Deployment and Service, and the Secret
+/// `<name>-config` holding its configuration), whose user is [`super::RABBITMQ_USER`] with
+/// `password` on vhost `/`: the shared one, and each namespace's of the simulated
+/// rabbitmq-cluster-operator (`crate::simulated`).
+pub(crate) fn broker(namespace: &str, name: &str, password: &str) -> Vec<Value> {
     let conf = format!(
         "listeners.tcp.default = {port}\nloopback_users = none\ndefault_user = {user}\ndefault_pass = {pass}\n\
          default_vhost = /\nlog.console = true\nlog.file = false\n",
         port = Ports::RABBITMQ,
         user = super::RABBITMQ_USER,
-        pass = pw.rabbitmq,
+        pass = password,
     );
-    let mut objects = vec![secret(
-        "openstack-rabbitmq-config",
+    let config = format!("{name}-config");
+    let mut objects = vec![secret_in(
+        namespace,
+        &config,
         json!({ "rabbitmq.conf": conf, "enabled_plugins": "[].\n" }),
     )];
     let env = |k: &str, v: &str| json!({ "name": k, "value": v });
-    objects.extend(workload(
-        RABBITMQ,
+    objects.extend(workload_in(
+        namespace,
+        name,
         Ports::RABBITMQ,
         json!({
             "terminationGracePeriodSeconds": 5,
@@ -192,7 +207,7 @@ fn rabbitmq(pw: &Passwords) -> Vec<Value> {
                 ]
             }],
             "volumes": [
-                { "name": "config", "secret": { "secretName": "openstack-rabbitmq-config" } },
+                { "name": "config", "secret": { "secretName": config } },
                 { "name": "data", "emptyDir": {} }
             ]
         }),

@@ -12,7 +12,7 @@
 //! # Ok(()) }
 //! ```
 
-mod manifests;
+pub(crate) mod manifests;
 pub mod nova;
 mod stub;
 
@@ -238,7 +238,8 @@ impl OpenStack {
         &self.passwords.mariadb_root
     }
 
-    /// The transport URL of the broker as pods in `namespace` (after [`Self::expose_in`]) reach it.
+    /// The transport URL of the broker named [`RABBITMQ`] in `namespace` as its pods reach it:
+    /// the simulated operator's for a `RabbitmqCluster` of that name, or the proof Nova's.
     pub fn transport_url(&self, namespace: &str) -> String {
         format!(
             "rabbit://{RABBITMQ_USER}:{}@{RABBITMQ}.{namespace}.svc:{}/",
@@ -253,32 +254,21 @@ impl OpenStack {
     }
 
     /// Makes the shared services reachable from `namespace` under the names a Nova CR there
-    /// resolves (`openstack-mariadb.<ns>.svc:3306`, `openstack-rabbitmq`, `openstack-memcached`,
-    /// `keystone`, `placement`): ExternalName Services pointing at the deployment's Services.
+    /// resolves (`openstack-mariadb.<ns>.svc:3306`, `openstack-memcached`, `keystone`,
+    /// `placement`): ExternalName Services pointing at the deployment's Services. Not the
+    /// broker: a namespace's `RabbitmqCluster` gets its own (`crate::simulated`).
     pub async fn expose_in(&self, client: &kube::Client, namespace: &str) -> Result<()> {
-        for (name, port) in [
-            (MARIADB, Ports::MARIADB),
-            (RABBITMQ, Ports::RABBITMQ),
-            (MEMCACHED, Ports::MEMCACHED),
-            (KEYSTONE, Ports::KEYSTONE),
-            (PLACEMENT, Ports::PLACEMENT),
-        ] {
-            apply(
-                client,
-                &json!({
-                    "apiVersion": "v1", "kind": "Service",
-                    "metadata": { "name": name, "namespace": namespace,
-                                  "labels": { "app.kubernetes.io/part-of": "nova-test-openstack" } },
-                    "spec": {
-                        "type": "ExternalName",
-                        "externalName": format!("{name}.{NAMESPACE}.svc.cluster.local"),
-                        "ports": [{ "name": "main", "port": port }]
-                    }
-                }),
-            )
-            .await?;
-        }
-        Ok(())
+        expose(
+            client,
+            namespace,
+            &[
+                (MARIADB, Ports::MARIADB),
+                (MEMCACHED, Ports::MEMCACHED),
+                (KEYSTONE, Ports::KEYSTONE),
+                (PLACEMENT, Ports::PLACEMENT),
+            ],
+        )
+        .await
     }
 
     /// Writes the Secret holding the `nova` service user's password (key `password`), the one
@@ -443,62 +433,6 @@ impl OpenStack {
         .await
     }
 
-    /// Removes the resource provider named `name` from Placement, with the allocations of every
-    /// consumer on it, if it exists: a compute host an earlier test of the run registered under
-    /// the same name (against schemas since dropped) would otherwise hold the name, and the new
-    /// compute node's provider (a new uuid) would be refused with 409.
-    pub async fn forget_resource_provider(&self, name: &str) -> Result<()> {
-        let placement = self.endpoint(PLACEMENT, Ports::PLACEMENT).await?;
-        let token = self.admin_token().await?;
-        let headers = [
-            ("X-Auth-Token", token.as_str()),
-            ("OpenStack-API-Version", "placement 1.10"),
-        ];
-        let context = "forgetting a resource provider";
-        let get = |path: String| async move {
-            let r = http::request(placement, "GET", &path, &headers, None).await?;
-            if r.status != 200 {
-                return Err(invalid(
-                    context,
-                    format!("GET {path} answered {}", r.status),
-                ));
-            }
-            r.json()
-        };
-        let delete = |path: String| async move {
-            let r = http::request(placement, "DELETE", &path, &headers, None).await?;
-            if r.status == 204 || r.status == 404 {
-                Ok(())
-            } else {
-                Err(invalid(
-                    context,
-                    format!("DELETE {path} answered {}", r.status),
-                ))
-            }
-        };
-        let providers = get(format!("/resource_providers?name={name}")).await?;
-        for provider in providers["resource_providers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            let Some(uuid) = provider["uuid"].as_str() else {
-                continue;
-            };
-            let allocations = get(format!("/resource_providers/{uuid}/allocations")).await?;
-            for consumer in allocations["allocations"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(c, _)| c)
-            {
-                delete(format!("/allocations/{consumer}")).await?;
-            }
-            delete(format!("/resource_providers/{uuid}")).await?;
-        }
-        Ok(())
-    }
-
     /// Adds a catalog service of `service_type` with public, internal and admin endpoints at
     /// `url` in RegionOne (e.g. `compute` at a test's nova-api Service URL).
     pub async fn register_endpoint(&self, service_type: &str, name: &str, url: &str) -> Result<()> {
@@ -635,19 +569,9 @@ pub async fn wait_available(
     name: &str,
     timeout: Duration,
 ) -> Result<()> {
-    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
     let deadline = Instant::now() + timeout;
     loop {
-        let d = api
-            .get_opt(name)
-            .await
-            .map_err(kube_err(format!("reading Deployment {namespace}/{name}")))?;
-        if d.as_ref()
-            .and_then(|d| d.status.as_ref())
-            .and_then(|s| s.available_replicas)
-            .unwrap_or(0)
-            > 0
-        {
+        if available(client, namespace, name).await? {
             return Ok(());
         }
         if Instant::now() >= deadline {
@@ -659,6 +583,40 @@ pub async fn wait_available(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// ExternalName Services in `namespace` for the shared deployment's Services named.
+async fn expose(client: &kube::Client, namespace: &str, services: &[(&str, u16)]) -> Result<()> {
+    for (name, port) in services {
+        apply(
+            client,
+            &json!({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": { "name": name, "namespace": namespace,
+                              "labels": { "app.kubernetes.io/part-of": "nova-test-openstack" } },
+                "spec": {
+                    "type": "ExternalName",
+                    "externalName": format!("{name}.{NAMESPACE}.svc.cluster.local"),
+                    "ports": [{ "name": "main", "port": port }]
+                }
+            }),
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Whether Deployment `namespace/name` has an available replica.
+pub async fn available(client: &kube::Client, namespace: &str, name: &str) -> Result<bool> {
+    let api: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let d = api
+        .get_opt(name)
+        .await
+        .map_err(kube_err(format!("reading Deployment {namespace}/{name}")))?;
+    Ok(d.and_then(|d| d.status)
+        .and_then(|s| s.available_replicas)
+        .unwrap_or(0)
+        > 0)
 }
 
 /// The first ready endpoint address of a Service (a pod IP on the bridge) with `port`.

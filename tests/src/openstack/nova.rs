@@ -2,7 +2,10 @@
 //! environment overrides, uWSGI), for suites that need the real compute API without the
 //! operator: the db-sync Job, nova-api behind a Service, and the pod specs to run more roles.
 //!
-//! Everything lives in one namespace under fixed `proof-*` names, so one namespace holds one.
+//! Its objects have fixed `proof-*` names, so one namespace holds one; what it has outside the
+//! namespace is named after it (its schemas, database user and compute host, see [`names`]) and
+//! its broker runs in it, so proofs in several namespaces run side by side on the shared MariaDB
+//! and Placement.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -11,7 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
-use super::{OpenStack, apply, random_password, wait_available, write_secret};
+use super::{OpenStack, RABBITMQ, apply, manifests, random_password, wait_available, write_secret};
 use crate::control_plane::invalid;
 use crate::images::{nova_compute_image, nova_image};
 use crate::pods::{self, Termination};
@@ -19,6 +22,10 @@ use crate::{Result, kube_err};
 
 /// How long each role may take to start.
 pub const TIMEOUT: Duration = Duration::from_secs(180);
+/// How long the db-sync Job may take: 60-130 s alone on the 2-core machine, over 180 s with the
+/// real tier's other tests running their own beside it (the operator's phases have the same
+/// bound, `nova_testkit::real::REAL_TIMEOUT`).
+pub const DB_SYNC_TIMEOUT: Duration = Duration::from_secs(420);
 /// The compute API port.
 pub const NOVA_API_PORT: u16 = 8774;
 
@@ -122,8 +129,16 @@ pub fn deployment(ns: &str, name: &str, pod: Value) -> Value {
 }
 
 /// The cell-mapping sequence of the operator's db-sync Job, ending with the `<name>=<uuid>`
-/// report on the termination log.
-pub const DB_SYNC: &str = "set -e
+/// report on the termination log, for the proof Nova's schemas in `ns`.
+fn db_sync_script(ns: &str) -> String {
+    let names = names(ns);
+    DB_SYNC
+        .replace("/nova_cell0?", &format!("/{}?", names.cell0))
+        .replace("/nova_cell1?", &format!("/{}?", names.cell1))
+}
+
+/// [`db_sync_script`] for schemas `nova_cell0` and `nova_cell1`.
+const DB_SYNC: &str = "set -e
 nova-manage api_db sync
 nova-manage cell_v2 map_cell0 --database_connection '{scheme}://{username}:{password}@{hostname}:{port}/nova_cell0?{query}'
 cells=$(nova-manage cell_v2 list_cells)
@@ -157,48 +172,67 @@ pub async fn pod_of(client: &kube::Client, ns: &str, app: &str) -> Result<Pod> {
         .ok_or_else(|| invalid("finding a pod", format!("no pod of {ns}/{app}")))
 }
 
-/// The proof Nova's schemas (its cell mappings name them in `DB_SYNC`).
-const PROOF_SCHEMAS: [&str; 3] = ["nova_api", "nova_cell0", "nova_cell1"];
-/// The proof Nova's fake-driver compute host.
-pub const PROOF_COMPUTE_HOST: &str = "proof-compute-0";
+/// What the proof Nova of a namespace has outside it, named after the namespace.
+pub struct ProofNames {
+    /// The nova_api schema.
+    pub api: String,
+    /// The cell0 schema.
+    pub cell0: String,
+    /// The cell1 schema.
+    pub cell1: String,
+    /// The database user of all three.
+    pub user: String,
+    /// The fake-driver compute host (its resource provider in Placement, its service in Nova).
+    pub host: String,
+}
 
-/// The schemas, the credential Secrets and the `proof-config` ConfigMap (nova.conf, plus
-/// `compute.conf` for a fake-driver compute host `proof-compute-0`) in `ns`.
-///
-/// Every proof starts fresh: the OpenStack is shared by the tests of a run, so the schemas an
-/// earlier proof synced (its cells, hosts and services) are dropped and its compute host's
-/// resource provider is removed from Placement first.
+/// The proof Nova's names in `ns`.
+pub fn names(ns: &str) -> ProofNames {
+    let id = ns.replace('-', "_");
+    ProofNames {
+        api: format!("proof_{id}_api"),
+        cell0: format!("proof_{id}_cell0"),
+        cell1: format!("proof_{id}_cell1"),
+        user: format!("proof_{id}"),
+        host: format!("proof-{ns}"),
+    }
+}
+
+/// The schemas, the credential Secrets, the broker (Deployment and Service
+/// `openstack-rabbitmq`) and the `proof-config` ConfigMap (nova.conf, plus `compute.conf` for
+/// the fake-driver compute host) in `ns`.
 pub async fn setup(os: &OpenStack, client: &kube::Client, ns: &str) -> Result<()> {
+    let names = names(ns);
     os.expose_in(client, ns).await?;
-    os.run_sql(
-        &format!("proof-reset-{ns}"),
-        &PROOF_SCHEMAS
-            .iter()
-            .map(|db| format!("DROP DATABASE IF EXISTS `{db}`;\n"))
-            .collect::<String>(),
+    for object in manifests::broker(ns, RABBITMQ, os.rabbitmq_password()) {
+        apply(client, &object).await?;
+    }
+    let db_password = random_password()?;
+    os.create_databases(
+        &format!("proof-{ns}"),
+        &[&names.api, &names.cell0, &names.cell1],
+        &names.user,
+        &db_password,
     )
     .await?;
-    os.forget_resource_provider(PROOF_COMPUTE_HOST).await?;
-    let db_password = random_password()?;
-    os.create_databases(&format!("proof-{ns}"), &PROOF_SCHEMAS, "nova", &db_password)
-        .await?;
     let dsn = |db: &str| {
         format!(
-            "mysql+pymysql://nova:{db_password}@openstack-mariadb.{ns}.svc:3306/{db}?charset=utf8"
+            "mysql+pymysql://{}:{db_password}@openstack-mariadb.{ns}.svc:3306/{db}?charset=utf8",
+            names.user
         )
     };
     write_secret(
         client,
         ns,
         "proof-api-db-connection",
-        &[("connection", &dsn("nova_api"))],
+        &[("connection", &dsn(&names.api))],
     )
     .await?;
     write_secret(
         client,
         ns,
         "proof-db-connection",
-        &[("connection", &dsn("nova_cell1"))],
+        &[("connection", &dsn(&names.cell1))],
     )
     .await?;
     write_secret(
@@ -210,8 +244,10 @@ pub async fn setup(os: &OpenStack, client: &kube::Client, ns: &str) -> Result<()
     .await?;
     os.write_service_user_secret(client, ns, "proof-service-user")
         .await?;
-    let compute_conf = "[DEFAULT]\nhost = proof-compute-0\ncompute_driver = fake.FakeDriverWithoutFakeNodes\n\
-                        manager_shutdown_timeout = 1\n";
+    let compute_conf = format!(
+        "[DEFAULT]\nhost = {}\ncompute_driver = fake.FakeDriverWithoutFakeNodes\nmanager_shutdown_timeout = 1\n",
+        names.host
+    );
     apply_all(
         client,
         &[json!({
@@ -220,7 +256,8 @@ pub async fn setup(os: &OpenStack, client: &kube::Client, ns: &str) -> Result<()
             "data": { "nova.conf": nova_conf(ns), "compute.conf": compute_conf }
         })],
     )
-    .await
+    .await?;
+    wait_available(client, ns, RABBITMQ, TIMEOUT).await
 }
 
 /// Runs the db-sync Job `proof-db-sync` and returns how it ended.
@@ -228,7 +265,7 @@ pub async fn db_sync(client: &kube::Client, ns: &str, release: &str) -> Result<T
     let mut sync_pod = nova_pod(
         &nova_image(release),
         "db-sync",
-        json!(["sh", "-c", DB_SYNC]),
+        json!(["sh", "-c", db_sync_script(ns)]),
         json!([]),
         json!([]),
         json!([]),
@@ -243,7 +280,7 @@ pub async fn db_sync(client: &kube::Client, ns: &str, release: &str) -> Result<T
         })],
     )
     .await?;
-    pods::wait_for_job_termination(client, ns, "proof-db-sync", "db-sync", TIMEOUT).await
+    pods::wait_for_job_termination(client, ns, "proof-db-sync", "db-sync", DB_SYNC_TIMEOUT).await
 }
 
 /// Starts nova-api under uWSGI (Deployment and Service `nova-api`, port 8774) and waits until
@@ -288,8 +325,8 @@ pub async fn start_api(client: &kube::Client, ns: &str, release: &str) -> Result
     wait_available(client, ns, "nova-api", TIMEOUT).await
 }
 
-/// Starts nova-conductor and a nova-compute with the fake driver registering as host
-/// `proof-compute-0` (Deployments `nova-conductor`, `nova-compute`), without waiting.
+/// Starts nova-conductor and a nova-compute with the fake driver registering as the host of
+/// [`names`] (Deployments `nova-conductor`, `nova-compute`), without waiting.
 pub async fn start_conductor_and_compute(
     client: &kube::Client,
     ns: &str,
