@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::api::core::v1::{Node, Secret, Taint};
 use nova_api::conditions::NovaConditionType;
 use nova_api::v1alpha1::{Nova, NovaCompute};
+use nova_test_harness::kwok::FAKE_NODE_TAINT;
 use serde_json::json;
 
 /// The spec's Example Nova, as written in `examples/nova.yaml`.
@@ -64,6 +65,25 @@ pub fn zoned_node(name: &str, pool: &str, zone: &str) -> Node {
         }
     }))
     .expect("node")
+}
+
+/// [`zoned_node`], tainted like kwok's own node of the harness: on the real tier's cluster, where
+/// the real node runs the pods, every other pod would otherwise be placed on it too, and only
+/// played there. A pool placed on it tolerates the taint ([`fake_node_tolerations`]).
+pub fn tainted_zoned_node(name: &str, pool: &str, zone: &str) -> Node {
+    let mut node = zoned_node(name, pool, zone);
+    node.spec.get_or_insert_default().taints = Some(vec![Taint {
+        key: FAKE_NODE_TAINT.into(),
+        value: Some("fake".into()),
+        effect: "NoSchedule".into(),
+        time_added: None,
+    }]);
+    node
+}
+
+/// The tolerations of a pool placed on a [`tainted_zoned_node`], as its spec's JSON.
+pub fn fake_node_tolerations() -> serde_json::Value {
+    json!([{"key": FAKE_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}])
 }
 
 /// The sample pool (`examples/novacompute.yaml`: its resources and the fake driver through

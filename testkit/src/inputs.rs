@@ -19,8 +19,18 @@ use crate::fixtures::*;
 
 /// A kwok node with the pool label `pool` and a zone.
 pub async fn create_zoned_node(nodes: &Api<Node>, name: &str, pool: &str, zone: &str) {
+    create_node(nodes, &zoned_node(name, pool, zone)).await;
+}
+
+/// A kwok node with the pool label `pool` and a zone, tainted ([`tainted_zoned_node`]): the real
+/// tier's, where the real node runs the pods of the tests beside it.
+pub async fn create_tainted_zoned_node(nodes: &Api<Node>, name: &str, pool: &str, zone: &str) {
+    create_node(nodes, &tainted_zoned_node(name, pool, zone)).await;
+}
+
+async fn create_node(nodes: &Api<Node>, node: &Node) {
     nodes
-        .create(&PostParams::default(), &zoned_node(name, pool, zone))
+        .create(&PostParams::default(), node)
         .await
         .expect("create node");
 }

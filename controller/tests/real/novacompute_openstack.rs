@@ -43,9 +43,9 @@ use nova_test_harness::openstack::{OpenStack, PLACEMENT, Ports, keystone_url};
 use serde_json::{Value, json};
 
 use nova_testkit::prelude::{
-    POOL_LABEL, POOL_TIMEOUT, condition_of, contract, create_zoned_node, events_on, mark_mirror,
-    pool_reason, provide_pool_nova, put_secret, start_novacompute_for_pools_in, touch,
-    touch_five_times, wait_pool,
+    POOL_LABEL, POOL_TIMEOUT, condition_of, contract, create_tainted_zoned_node, events_on,
+    fake_node_tolerations, mark_mirror, pool_reason, provide_pool_nova, put_secret,
+    start_novacompute_for_pools_in, touch, touch_five_times, wait_pool,
 };
 use nova_testkit::proof_nova::{
     create_hypervisor, discover_hosts, routes, scale_api, service_user, start,
@@ -54,10 +54,11 @@ use nova_testkit::requests::Requests;
 use nova_testkit::wait::Wait;
 
 const RELEASE: &str = "2026.1";
-/// A pool of the Nova `nova` in `ns` selecting the nodes labelled `selector`, `extra` merged into
-/// its spec.
+/// A pool of the Nova `nova` in `ns` selecting the (tainted) nodes labelled `selector`, `extra`
+/// merged into its spec.
 fn pool(ns: &str, name: &str, selector: &str, extra: Value) -> Result<NovaCompute> {
-    let mut spec = json!({"novaRef": {"name": "nova"}, "nodeSelector": {POOL_LABEL: selector}});
+    let mut spec = json!({"novaRef": {"name": "nova"}, "nodeSelector": {POOL_LABEL: selector},
+                          "tolerations": fake_node_tolerations()});
     if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
         spec.extend(extra.clone());
     }
@@ -233,7 +234,7 @@ async fn traits(
     let node = format!("hv-{ns}");
     let selector = format!("t-{ns}");
     let nodes: Api<Node> = Api::all(client.clone());
-    create_zoned_node(&nodes, &node, &selector, &format!("tz-{ns}")).await;
+    create_tainted_zoned_node(&nodes, &node, &selector, &format!("tz-{ns}")).await;
     let hypervisors = create_hypervisor(client, &node).await?;
     // The hypervisor operator, played: it applied `traits` to the resource provider.
     let play = |traits: Vec<String>| {
@@ -462,8 +463,8 @@ async fn aggregates_and_the_drain(
     let other = format!("agg-node-{ns}");
     let host = names(ns).host;
     let nodes: Api<Node> = Api::all(client.clone());
-    create_zoned_node(&nodes, &host, &selector, &za).await;
-    create_zoned_node(&nodes, &other, &selector, &zb).await;
+    create_tainted_zoned_node(&nodes, &host, &selector, &za).await;
+    create_tainted_zoned_node(&nodes, &other, &selector, &zb).await;
     let pools: Api<NovaCompute> = Api::namespaced(client.clone(), ns);
     pools
         .create(

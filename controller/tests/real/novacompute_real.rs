@@ -38,7 +38,7 @@ use crate::pools::compute::Admin;
 use crate::pools::played::{PLAYED_FOR, Player, played_name};
 use crate::pools::sampler::Sampler;
 use crate::pools::{pool_pods, running};
-use k8s_openapi::api::core::v1::{Node, Pod, Service, Taint};
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::{NodePhase, Nova, NovaCompute};
@@ -48,7 +48,6 @@ use nova_controller::novacompute::aggregates::MARKER_KEY;
 use nova_controller::openstack::{self as os_client, Credentials, Direct, Endpoints};
 use nova_controller::sensitive::Sensitive;
 use nova_test_harness::images::{nova_compute_image, pinned};
-use nova_test_harness::kwok::FAKE_NODE_TAINT;
 use nova_test_harness::node::NODE_NAME;
 use nova_test_harness::openstack::{OpenStack, keystone_url};
 use nova_test_harness::simulated;
@@ -538,26 +537,14 @@ async fn zoned_kwok_nodes_go_active_with_one_aggregate_per_zone(s: &Suite) -> Pl
     let selector = format!("{ns}-zones");
     let nodes: Api<Node> = Api::all(client.clone());
     for (name, zone) in ZONED {
-        // Tainted like the harness's kwok node, so no other pod of the cluster lands there.
-        let mut node = zoned_node(name, &selector, zone);
-        node.spec.get_or_insert_default().taints = Some(vec![Taint {
-            key: FAKE_NODE_TAINT.into(),
-            value: Some("fake".into()),
-            effect: "NoSchedule".into(),
-            time_added: None,
-        }]);
-        nodes
-            .create(&PostParams::default(), &node)
-            .await
-            .expect("create a zoned kwok node");
+        create_tainted_zoned_node(&nodes, name, &selector, zone).await;
     }
     let player = Player::start(client.clone(), ns, ZONED_POOL, &zoned_nodes());
     // OnDelete: the release of a node changes the pod template (its term goes), which under
     // RollingUpdate restarts every other pod of the pool (novacompute.md §2.4), played ones too.
     let mut pool = real_pool(ns, ZONED_POOL, &selector, &s.compute_image);
     let mut spec = serde_json::to_value(&pool.spec).expect("spec");
-    spec["tolerations"] =
-        json!([{"key": FAKE_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]);
+    spec["tolerations"] = fake_node_tolerations();
     spec["updateStrategy"] = json!({"type": "OnDelete"});
     pool.spec = serde_json::from_value(spec).expect("spec");
     let t = Instant::now();

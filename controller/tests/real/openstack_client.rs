@@ -33,8 +33,8 @@ use nova_test_harness::{ControlPlane, http};
 use serde_json::json;
 
 use nova_testkit::prelude::{
-    POOL_LABEL, create_zoned_node, occurrences, pool_reason, provide_pool_nova, quiet_window,
-    start_novacompute_for_pools_in, touch_five_times,
+    POOL_LABEL, create_tainted_zoned_node, fake_node_tolerations, occurrences, pool_reason,
+    provide_pool_nova, quiet_window, start_novacompute_for_pools_in, touch_five_times,
 };
 use nova_testkit::proof_nova::{create_hypervisor, discover_hosts, routes, service_user, start};
 use nova_testkit::wait::Wait;
@@ -190,7 +190,7 @@ async fn pools_through_the_controller(
     let zone = format!("pz-{ns}");
     let node_name = format!("pool-node-{ns}");
     let nodes: Api<Node> = Api::all(kube.clone());
-    create_zoned_node(&nodes, &node_name, ns, &zone).await;
+    create_tainted_zoned_node(&nodes, &node_name, ns, &zone).await;
     provide_pool_nova(&kube, ns, &keystone_url(), os.nova_password()).await;
     let secrets: Api<Secret> = Api::namespaced(kube.clone(), ns);
     let (metrics, requests) = start_novacompute_for_pools_in(
@@ -206,7 +206,8 @@ async fn pools_through_the_controller(
             "apiVersion": "nova.openstack.c5c3.io/v1alpha1",
             "kind": "NovaCompute",
             "metadata": {"name": name, "namespace": ns},
-            "spec": {"novaRef": {"name": "nova"}, "nodeSelector": {POOL_LABEL: value}}
+            "spec": {"novaRef": {"name": "nova"}, "nodeSelector": {POOL_LABEL: value},
+                     "tolerations": fake_node_tolerations()}
         }))?)
     };
     pools

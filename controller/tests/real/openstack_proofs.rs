@@ -11,10 +11,11 @@ use anyhow::{Context, Result, ensure};
 use kube::api::Api;
 use nova_test_harness::images::{TOOLS_IMAGE, nova_image};
 use nova_test_harness::openstack::nova::{
-    TIMEOUT, api_address, apply_all, db_sync, names, setup, start_api, start_conductor_and_compute,
+    TIMEOUT, api_address, db_sync, names, setup, start_api, start_conductor_and_compute,
 };
 use nova_test_harness::openstack::{self, write_secret};
-use nova_test_harness::{http, pods, shared_real_node};
+use nova_test_harness::{http, shared_real_node};
+use nova_testkit::real::probe_job;
 use nova_testkit::wait::Wait;
 use serde_json::{Value, json};
 
@@ -58,24 +59,18 @@ async fn nova_runs_for_real_from_hand_written_templates() -> Result<()> {
     // Proof 2: nova-api under uWSGI, as the operator launches it, answers GET / via its Service.
     let t = Instant::now();
     start_api(&client, &ns, RELEASE).await?;
-    apply_all(
+    let root = probe_job(
         &client,
-        &[json!({
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": { "name": "proof-get-root", "namespace": ns },
-            "spec": { "backoffLimit": 0, "template": { "spec": {
-                "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-                "containers": [{ "name": "curl", "image": TOOLS_IMAGE, "imagePullPolicy": "Never",
-                    "command": ["sh", "-c", format!(
-                        "curl -sf --max-time 10 http://nova-api.{ns}.svc:8774/ | head -c 2000 > /dev/termination-log")] }]
-            }}}
-        })],
+        &ns,
+        "proof-get-root",
+        TOOLS_IMAGE,
+        &format!(
+            "curl -sf --max-time 10 http://nova-api.{ns}.svc:8774/ | head -c 2000 > /dev/termination-log"
+        ),
+        json!([]),
     )
-    .await?;
-    let root =
-        pods::wait_for_job_termination(&client, &ns, "proof-get-root", "curl", TIMEOUT).await?;
-    ensure!(root.exit_code == 0, "GET / failed: {root:?}");
-    let versions: Value = serde_json::from_str(&root.message).context("GET / is not JSON")?;
+    .await;
+    let versions: Value = serde_json::from_str(&root).context("GET / is not JSON")?;
     let ids: Vec<&str> = versions["versions"]
         .as_array()
         .into_iter()
@@ -214,25 +209,18 @@ async fn the_simulated_operators_have_real_effects() -> Result<()> {
             .await?;
     }
     // The user really owns the schema.
-    apply_all(
+    probe_job(
         &client,
-        &[json!({
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": { "name": "sim-check", "namespace": ns },
-            "spec": { "backoffLimit": 0, "template": { "spec": {
-                "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-                "containers": [{ "name": "sql", "image": nova_test_harness::images::MARIADB_IMAGE, "imagePullPolicy": "Never",
-                    "command": ["sh", "-c", format!("mariadb -h {}.{ns}.svc -u simuser -D simdb -e 'CREATE TABLE t (i INT); SELECT COUNT(*) FROM t'", openstack::MARIADB)],
-                    "env": [{ "name": "MYSQL_PWD", "valueFrom": { "secretKeyRef": { "name": "sim-db-password", "key": "password" } } }] }]
-            }}}
-        })],
+        &ns,
+        "sim-check",
+        nova_test_harness::images::MARIADB_IMAGE,
+        &format!(
+            "mariadb -h {}.{ns}.svc -u simuser -D simdb -e 'CREATE TABLE t (i INT); SELECT COUNT(*) FROM t'",
+            openstack::MARIADB
+        ),
+        json!([{ "name": "MYSQL_PWD", "valueFrom": { "secretKeyRef": { "name": "sim-db-password", "key": "password" } } }]),
     )
-    .await?;
-    let check = pods::wait_for_job_termination(&client, &ns, "sim-check", "sql", TIMEOUT).await?;
-    ensure!(
-        check.exit_code == 0,
-        "the simulated user cannot use its schema: {check:?}"
-    );
+    .await;
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
     let default_user = format!("{}-default-user", openstack::RABBITMQ);
     let data = secrets.get(&default_user).await?.data.unwrap_or_default();
@@ -250,27 +238,16 @@ async fn the_simulated_operators_have_real_effects() -> Result<()> {
         "no broker Deployment in {ns}"
     );
     let from = |var: &str, key: &str| json!({ "name": var, "valueFrom": { "secretKeyRef": { "name": default_user, "key": key } } });
-    apply_all(
+    probe_job(
         &client,
-        &[json!({
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": { "name": "sim-broker-check", "namespace": ns },
-            "spec": { "backoffLimit": 0, "template": { "spec": {
-                "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-                "containers": [{ "name": "amqp", "image": nova_image(RELEASE), "imagePullPolicy": "Never",
-                    "command": ["python3", "-c", "import os, kombu; e = os.environ; \
-                        c = kombu.Connection(hostname=e['H'], port=int(e['P']), userid=e['U'], password=e['W'], virtual_host='/'); \
-                        c.connect(); c.release()"],
-                    "env": [from("H", "host"), from("P", "port"), from("U", "username"), from("W", "password")] }]
-            }}}
-        })],
+        &ns,
+        "sim-broker-check",
+        &nova_image(RELEASE),
+        "python3 -c \"import os, kombu; e = os.environ; \
+         c = kombu.Connection(hostname=e['H'], port=int(e['P']), userid=e['U'], password=e['W'], virtual_host='/'); \
+         c.connect(); c.release()\"",
+        json!([from("H", "host"), from("P", "port"), from("U", "username"), from("W", "password")]),
     )
-    .await?;
-    let check =
-        pods::wait_for_job_termination(&client, &ns, "sim-broker-check", "amqp", TIMEOUT).await?;
-    ensure!(
-        check.exit_code == 0,
-        "the default user cannot log in to the namespace's broker: {check:?}"
-    );
+    .await;
     Ok(())
 }
