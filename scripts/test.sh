@@ -72,7 +72,7 @@ kwok_tests=(cargo test --workspace --locked --no-fail-fast --test 'kwok*')
 # The real tier's tests mostly wait (probes, Job back-off, the controllers' polls, nova's
 # start-up) and each works in a namespace of its own (`testkit::stack`), so more threads than
 # cores let them overlap the waits.
-real_tests=(cargo test --workspace --locked --no-fail-fast --test 'real*' -- --test-threads=6)
+real_tests=(cargo test --workspace --locked --no-fail-fast --test 'real*' -- --test-threads=4)
 
 # With every tier, kwok and real run at once, each line prefixed with its tier: they use
 # separate control planes, and the real tier leaves most of the CPU idle (tests/README.md).
