@@ -242,7 +242,9 @@ fn wsgi_pod(
         }],
         "containers": [{
             "name": name, "image": image, "imagePullPolicy": "Never",
-            "command": ["gunicorn", "--bind", format!("0.0.0.0:{port}"), "--workers", "1", "--no-control-socket",
+            // Two processes of four threads: the real tier's tests run side by side, and with one
+            // sync worker a token request waited over 30 s behind the other Novas' calls.
+            "command": ["gunicorn", "--bind", format!("0.0.0.0:{port}"), "--workers", "2", "--threads", "4", "--no-control-socket",
                         "--graceful-timeout", "3", "--chdir", "/etc/openstack-wsgi", "wsgi_app:application"],
             "env": [{ "name": "WSGI_MODULE", "value": module }],
             "readinessProbe": tcp_ready(port),
