@@ -119,6 +119,15 @@ impl Scope {
             crs: Some(ns.to_owned()),
         }
     }
+
+    /// The CRs of one namespace on a cluster-wide handle (whose watches, the Node labels'
+    /// among them, exist only there).
+    fn crs_in(ns: &str) -> Self {
+        Self {
+            handle: None,
+            crs: Some(ns.to_owned()),
+        }
+    }
 }
 
 /// Starts a controller (`run`) in-process on a handle over `registry` watching `scope` (and
@@ -173,12 +182,8 @@ pub async fn start_novacompute_for_pools_in(
     ns: &str,
     registry: Registry,
 ) -> (Metrics, Arc<Requests>) {
-    let scope = Scope {
-        handle: None,
-        crs: Some(ns.to_owned()),
-    };
     let (client, requests) = requests::counted(client);
-    let metrics = start_novacompute_on(client, scope, registry, None).await;
+    let metrics = start_novacompute_on(client, Scope::crs_in(ns), registry, None).await;
     (metrics, requests)
 }
 

@@ -2,8 +2,8 @@
 //! (`controller/tests/real`), so the real node and each release's OpenStack are started once,
 //! on first use, and shared (`harness::shared_real_node`, `harness::openstack::shared`).
 //!
-//! The tests run side by side, each in a namespace of its own, and nothing one does reaches
-//! another: its Nova's schemas are named after its namespace, its RabbitmqCluster gets a broker
+//! The tests can run side by side (`NOVA_REAL_TEST_THREADS`, `scripts/test.sh`), each in a
+//! namespace of its own, and nothing one does reaches another: its Nova's schemas are named after its namespace, its RabbitmqCluster gets a broker
 //! of its own (Nova's RPC topics are the same in every cell), the harness's hand-written proof
 //! Nova names its schemas, database user and compute host after its namespace, its pools select
 //! nodes by labels of its own, and the outage drills take away only what the namespace reaches

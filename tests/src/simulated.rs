@@ -29,9 +29,7 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
-use crate::openstack::{
-    NAMESPACE, OpenStack, Ports, RABBITMQ_USER, apply, available, manifests, write_secret,
-};
+use crate::openstack::{NAMESPACE, OpenStack, Ports, RABBITMQ_USER, available, write_secret};
 use crate::{Error, Result, kube_err};
 
 /// Runs the simulated operators until dropped.
@@ -390,9 +388,7 @@ async fn broker(os: &OpenStack, client: &kube::Client, object: &DynamicObject) -
     if ns == NAMESPACE {
         return Ok(true);
     }
-    for manifest in manifests::broker(&ns, &name, os.rabbitmq_password()) {
-        apply(client, &manifest).await?;
-    }
+    os.apply_broker_in(client, &ns, &name).await?;
     available(client, &ns, &name).await
 }
 

@@ -12,7 +12,7 @@
 //! # Ok(()) }
 //! ```
 
-pub(crate) mod manifests;
+mod manifests;
 pub mod nova;
 mod stub;
 
@@ -246,6 +246,20 @@ impl OpenStack {
             self.passwords.rabbitmq,
             Ports::RABBITMQ
         )
+    }
+
+    /// Applies a broker of its own named `name` in `namespace` (Deployment, Service and config
+    /// Secret, the shared broker's user and password), without waiting for it.
+    pub async fn apply_broker_in(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        name: &str,
+    ) -> Result<()> {
+        for object in manifests::broker(namespace, name, &self.passwords.rabbitmq) {
+            apply(client, &object).await?;
+        }
+        Ok(())
     }
 
     /// The broker user's password.

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
-use super::{OpenStack, RABBITMQ, apply, manifests, random_password, wait_available, write_secret};
+use super::{OpenStack, RABBITMQ, apply, random_password, wait_available, write_secret};
 use crate::control_plane::invalid;
 use crate::images::{nova_compute_image, nova_image};
 use crate::pods::{self, Termination};
@@ -204,9 +204,7 @@ pub fn names(ns: &str) -> ProofNames {
 pub async fn setup(os: &OpenStack, client: &kube::Client, ns: &str) -> Result<()> {
     let names = names(ns);
     os.expose_in(client, ns).await?;
-    for object in manifests::broker(ns, RABBITMQ, os.rabbitmq_password()) {
-        apply(client, &object).await?;
-    }
+    os.apply_broker_in(client, ns, RABBITMQ).await?;
     let db_password = random_password()?;
     os.create_databases(
         &format!("proof-{ns}"),
