@@ -24,12 +24,10 @@ use nova_api::v1alpha1::{LocalSecretRef, Nova, NovaCompute};
 use serde_json::{Value, json};
 
 use crate::clusters::probe::Probe;
-use crate::clusters::{
-    Applied, Child, Cluster, ClusterError, JobReport, Labels, Meta, Owner, SecretValues, kinds,
-    values_of,
-};
+use crate::clusters::{Applied, Cluster, ClusterError, JobReport, Meta, SecretValues, values_of};
 use crate::metrics::Metrics;
 use crate::nova::PIPELINE;
+use crate::objects::{Child, Labels, Owner, kinds};
 use crate::openstack::{Transport, Unreachable};
 use crate::pipeline::{ConditionType, Engine, Flow, Pass, PipelineError, Reconciled};
 use crate::sensitive::Sensitive;

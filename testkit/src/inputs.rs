@@ -12,7 +12,7 @@ use kube::runtime::WatchStreamExt;
 use kube::{Client, ResourceExt};
 use nova_api::labels::COMPUTE_CONFIG_MIRROR;
 use nova_api::v1alpha1::Nova;
-use nova_controller::clusters::kinds as external;
+use nova_controller::objects::kinds as external;
 use serde_json::json;
 
 use crate::fixtures::*;

@@ -13,7 +13,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use nova_controller::clusters::kinds;
+use nova_controller::objects::kinds;
 use nova_controller::openstack::{self as os_client, Credentials, Endpoints, Transport};
 use nova_controller::sensitive::Sensitive;
 use nova_test_harness::images::nova_image;

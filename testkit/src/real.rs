@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Pod, Secret, Service};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::{ImageSpec, Nova};
-use nova_controller::clusters::kinds;
+use nova_controller::objects::kinds;
 use nova_test_harness::images::{MARIADB_IMAGE, nova_image, pinned};
 use nova_test_harness::openstack::{self, KEYSTONE, OpenStack, PLACEMENT, Ports};
 use nova_test_harness::pods;

@@ -13,7 +13,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::WatchStreamExt;
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::{Nova, NovaCompute};
-use nova_controller::clusters::kinds as external;
+use nova_controller::objects::kinds as external;
 use serde_json::json;
 
 use super::openstack_double::Hosts;

@@ -40,9 +40,9 @@ use kube::{Client, ResourceExt};
 
 use super::carries::carries;
 use super::{
-    Applied, Caching, Child, Cluster, ClusterError, FIELD_MANAGER, JobReport, KindSpec, Labels,
-    Meta, Owner, SecretValues, controller_of, selector_string, selects,
+    Applied, Caching, Cluster, ClusterError, FIELD_MANAGER, JobReport, KindSpec, Meta, SecretValues,
 };
+use crate::objects::{Child, Invalid, Labels, Owner, controller_of, selector_string, selects};
 use crate::openstack::{Direct, Proxied, Transport};
 use crate::sensitive::Sensitive;
 
@@ -523,9 +523,11 @@ impl LocalCluster {
                     owner_kind: owner.kind.clone(),
                 });
             }
-            let live = serde_json::to_value(&*live).map_err(|e| ClusterError::Invalid {
-                what: format!("cached {} {ns}/{}", child.kind.kind, child.name),
-                message: e.to_string(),
+            let live = serde_json::to_value(&*live).map_err(|e| {
+                ClusterError::from(Invalid {
+                    what: format!("cached {} {ns}/{}", child.kind.kind, child.name),
+                    message: e.to_string(),
+                })
             })?;
             if carries(&live, &body, FIELD_MANAGER) {
                 self.remember(cache, slot, &live, fingerprint);
@@ -547,9 +549,11 @@ impl LocalCluster {
                 )
             })?;
         strip(&mut applied.metadata, Fields::Own);
-        let response = serde_json::to_value(&applied).map_err(|e| ClusterError::Invalid {
-            what: format!("applied {} {ns}/{}", child.kind.kind, child.name),
-            message: e.to_string(),
+        let response = serde_json::to_value(&applied).map_err(|e| {
+            ClusterError::from(Invalid {
+                what: format!("applied {} {ns}/{}", child.kind.kind, child.name),
+                message: e.to_string(),
+            })
         })?;
         if carries(&response, &body, FIELD_MANAGER) {
             self.remember(cache, slot.clone(), &response, fingerprint);
@@ -1072,14 +1076,12 @@ impl Cluster for LocalCluster {
             let Some(object) = self.get_object(&kind, Some(namespace), name).await? else {
                 return Ok(None);
             };
-            let secret: Secret =
-                (*object)
-                    .clone()
-                    .try_parse()
-                    .map_err(|e| ClusterError::Invalid {
-                        what: format!("cached Secret {namespace}/{name}"),
-                        message: e.to_string(),
-                    })?;
+            let secret: Secret = (*object).clone().try_parse().map_err(|e| {
+                ClusterError::from(Invalid {
+                    what: format!("cached Secret {namespace}/{name}"),
+                    message: e.to_string(),
+                })
+            })?;
             Ok(Some(values_of(&secret, keys)))
         })
     }

@@ -10,11 +10,11 @@ use nova_api::effective::{self, secret_keys};
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::{LocalSecretRef, Nova};
 
-use super::broker_url::{self, UrlProblem};
 use super::resolved::{Resolved, StatusUpdate};
 use super::{NovaPass, NovaPlan};
 use crate::clusters::SecretValues;
 use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
+use crate::render::broker_url::{self, UrlProblem};
 use crate::render::children::{ContractSecrets, contract_data, derived_secret};
 use crate::render::{ContractVariant, RenderError};
 

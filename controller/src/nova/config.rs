@@ -13,7 +13,8 @@ use nova_api::v1alpha1::Nova;
 
 use super::resolved::Resolved;
 use super::{NovaPass, NovaPlan};
-use crate::clusters::{Cluster, ClusterError, ClusterExt, Labels, Owner};
+use crate::clusters::{Cluster, ClusterError, ClusterExt};
+use crate::objects::{Labels, Owner};
 use crate::pipeline::{
     ConditionType, Plan, PlanOf, Prune, Reconciled, StepError, StepFuture, observe_then_plan,
 };

@@ -21,8 +21,9 @@ use kube::{Client, Resource, ResourceExt};
 use nova_api::effective;
 use nova_api::v1alpha1::{Nova, SecretStoreKind};
 
-use crate::clusters::{Caching, KindSpec, LocalCluster, Meta, kinds};
+use crate::clusters::{Caching, KindSpec, LocalCluster, Meta};
 use crate::metrics::Metrics;
+use crate::objects::kinds;
 use crate::pipeline::index::{ObjectKey, ReferenceIndex};
 use crate::pipeline::runner;
 
@@ -67,7 +68,7 @@ pub fn referenced_secrets(nova: &Nova) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for block in [&spec.api_database, &spec.database] {
         names.insert(block.secret_ref.name.clone());
-        if super::dsn::tls_enabled(block).is_some()
+        if crate::render::dsn::tls_enabled(block).is_some()
             && let Some(tls) = &block.tls
         {
             names.insert(tls.ca_bundle_secret_ref.name.clone());

@@ -17,8 +17,9 @@ use super::job_run::{self, ObservedJob, Run, Terminal};
 use super::release::{self, Active, PhaseFlow, Rejection};
 use super::resolved::{Resolved, StatusUpdate};
 use super::{NovaPass, NovaPlan};
-use crate::clusters::{ClusterExt, JobReport, kinds};
+use crate::clusters::{ClusterExt, JobReport};
 use crate::metrics::JobFamily;
+use crate::objects::kinds;
 use crate::pipeline::conditions::is_new;
 use crate::pipeline::{
     Plan, REQUEUE_DATABASE_WAIT, REQUEUE_NEXT_PASS, REQUEUE_UPGRADE_WAIT, StepError, StepFuture,

@@ -11,20 +11,15 @@ use nova_api::names::NovaNames;
 use nova_api::v1alpha1::{DatabaseSpec, Nova};
 
 use super::resolved::{Digests, Resolved};
-use super::{NovaPass, NovaPlan, dsn};
+use super::{NovaPass, NovaPlan};
 use crate::clusters::SecretValues;
 use crate::pipeline::{
     Gate, Plan, REQUEUE_SECRET_POLLING, StepError, StepFuture, observe_then_plan,
 };
 use crate::render::children::derived_secret;
+use crate::render::dsn;
+use crate::render::paths::{API_TLS_MOUNT, CELL_TLS_MOUNT, CONNECTION_KEY};
 use crate::sensitive::Sensitive;
-
-/// Where the nova_api block's TLS files are mounted.
-pub const API_TLS_MOUNT: &str = "/etc/nova-db-tls/api/";
-/// Where the cell block's TLS files are mounted.
-pub const CELL_TLS_MOUNT: &str = "/etc/nova-db-tls/cell/";
-/// The one key of a derived DSN Secret.
-pub const CONNECTION_KEY: &str = "connection";
 
 const CONDITION: NovaConditionType = NovaConditionType::SecretsReady;
 const KEYS: [&str; 2] = ["username", "password"];
@@ -164,7 +159,7 @@ mod tests {
     }
 
     fn data(plan: &NovaPlan, child: usize) -> String {
-        let owner = crate::clusters::Owner::of(&example(), BTreeMap::new());
+        let owner = crate::objects::Owner::of(&example(), BTreeMap::new());
         let body = plan.children[child].stamped(&owner).expect("stamps");
         let secret: k8s_openapi::api::core::v1::Secret =
             serde_json::from_value(body).expect("a Secret");

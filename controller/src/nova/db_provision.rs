@@ -11,7 +11,7 @@ use nova_api::defaults::default_nova;
 use nova_api::names::{NovaNames, SCHEMA_NAME_MAX};
 use nova_api::v1alpha1::{CredentialsMode, DatabaseSpec, Nova, NovaSpec};
 
-use crate::clusters::Child;
+use crate::objects::Child;
 use crate::pipeline::Waiting;
 use crate::render::mariadb::{self, MariaDbKind};
 

@@ -13,7 +13,7 @@ use super::metadata::with_service;
 use super::resolved::{Resolved, StatusUpdate};
 use super::workload::{self, Rollout, WorkloadStep};
 use super::{NovaPass, NovaPlan};
-use crate::clusters::Child;
+use crate::objects::Child;
 use crate::pipeline::{
     REQUEUE_DEPLOYMENT_POLLING, REQUEUE_NEXT_PASS, StepError, StepFuture, Waiting,
     observe_then_plan,

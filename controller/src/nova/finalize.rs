@@ -8,7 +8,7 @@ use nova_api::v1alpha1::Nova;
 
 use super::resolved::Resolved;
 use super::{NovaPass, NovaPlan};
-use crate::clusters::kinds;
+use crate::objects::kinds;
 use crate::pipeline::{Plan, REQUEUE_DATABASE_WAIT, StepError, StepFuture, observe_then_plan};
 
 /// The MariaDB object names of the managed schemas: `{name}-api`, `{name}`, and cell0's

@@ -9,7 +9,7 @@ use nova_api::v1alpha1::Nova;
 
 use super::resolved::Resolved;
 use super::{NovaPass, NovaPlan};
-use crate::clusters::Child;
+use crate::objects::Child;
 use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
 use crate::render::autoscaling::api_hpa;
 

@@ -8,9 +8,7 @@ use kube::ResourceExt;
 
 use crate::metrics::JobFamily;
 use crate::pipeline::JobRecord;
-
-/// The annotation carrying the re-run key: the digest of the Job's pod template.
-pub const POD_SPEC_HASH: &str = "cobaltcore.c5c3.io/pod-spec-hash";
+use crate::render::db_jobs::POD_SPEC_HASH;
 
 /// How a Job ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use nova_api::v1alpha1::Nova;
 use super::resolved::Resolved;
 use super::workload::{self, Rollout, WorkloadStep};
 use super::{NovaPass, NovaPlan};
-use crate::clusters::Child;
+use crate::objects::Child;
 use crate::pipeline::{StepError, StepFuture, observe_then_plan};
 use crate::render::pod::Role;
 use crate::render::workloads;

@@ -1,7 +1,6 @@
 //! The Nova controller: its pipeline table, its steps (one file each: observe through the
 //! cluster handle, then a pure plan), its cleanup, its watches and indexes.
 
-pub mod broker_url;
 pub mod compute_config;
 pub mod conductor;
 pub mod config;
@@ -13,7 +12,6 @@ pub mod db_archive;
 pub mod db_connection;
 pub mod db_provision;
 pub mod deployment;
-pub mod dsn;
 pub mod finalize;
 #[cfg(test)]
 pub(crate) mod fixtures;
@@ -153,10 +151,10 @@ impl Reconciled for Nova {
             ApiResource::erase::<policy::v1::PodDisruptionBudget>(&()),
             ApiResource::erase::<autoscaling::v2::HorizontalPodAutoscaler>(&()),
             ApiResource::erase::<networking::v1::NetworkPolicy>(&()),
-            crate::clusters::kinds::http_route(),
-            crate::clusters::kinds::vertical_pod_autoscaler(),
+            crate::objects::kinds::http_route(),
+            crate::objects::kinds::vertical_pod_autoscaler(),
         ];
-        kinds.extend(crate::clusters::kinds::mariadb_children());
+        kinds.extend(crate::objects::kinds::mariadb_children());
         kinds
     }
 

@@ -12,7 +12,7 @@ use nova_api::v1alpha1::Nova;
 use super::console_proxy::enabled as proxy_enabled;
 use super::resolved::Resolved;
 use super::{NovaPass, NovaPlan};
-use crate::clusters::Child;
+use crate::objects::Child;
 use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
 use crate::render::network_policy::{PolicyInputs, main_policy, proxy_policy};
 

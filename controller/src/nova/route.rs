@@ -8,7 +8,7 @@ use nova_api::v1alpha1::{GatewaySpec, Nova};
 
 use super::resolved::Resolved;
 use super::{NovaPass, NovaPlan};
-use crate::clusters::kinds;
+use crate::objects::kinds;
 use crate::pipeline::{Plan, REQUEUE_DEPLOYMENT_POLLING, StepError, StepFuture, capability};
 use crate::render::http_route::{accepted, http_route};
 

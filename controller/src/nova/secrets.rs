@@ -9,7 +9,8 @@ use kube::ResourceExt;
 
 use super::resolved::{Digests, Resolved};
 use super::{NovaPass, NovaPlan};
-use crate::clusters::{SecretValues, kinds};
+use crate::clusters::SecretValues;
+use crate::objects::kinds;
 use crate::pipeline::{
     Gate, Plan, REQUEUE_SECRET_POLLING, StepError, StepFuture, Waiting, observe_then_plan,
 };

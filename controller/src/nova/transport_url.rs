@@ -9,13 +9,14 @@ use nova_api::effective::{self, secret_keys};
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::Nova;
 
-use super::broker_url::{self, UrlProblem};
 use super::resolved::{Digests, Resolved};
 use super::{NovaPass, NovaPlan};
-use crate::clusters::{SecretValues, kinds};
+use crate::clusters::SecretValues;
+use crate::objects::kinds;
 use crate::pipeline::{
     Gate, Plan, REQUEUE_SECRET_POLLING, StepError, StepFuture, Waiting, observe_then_plan,
 };
+use crate::render::broker_url::{self, UrlProblem};
 use crate::render::children::derived_secret;
 use crate::sensitive::Sensitive;
 

@@ -9,7 +9,7 @@ use nova_api::v1alpha1::{Nova, VerticalAutoscalingSpec};
 use super::console_proxy::enabled as proxy_enabled;
 use super::resolved::Resolved;
 use super::{NovaPass, NovaPlan};
-use crate::clusters::kinds;
+use crate::objects::kinds;
 use crate::pipeline::{Plan, StepError, StepFuture, capability, observe_then_plan};
 use crate::render::autoscaling::vpa;
 use crate::render::pod::Role;

@@ -12,7 +12,8 @@ use nova_api::v1alpha1::{Nova, UpgradePhase};
 
 use super::resolved::Resolved;
 use super::{NovaPass, NovaPlan};
-use crate::clusters::{Child, ClusterExt, FIELD_MANAGER};
+use crate::clusters::{ClusterExt, FIELD_MANAGER};
+use crate::objects::Child;
 use crate::pipeline::{Plan, REQUEUE_DEPLOYMENT_POLLING, StepError, StepFuture, Waiting};
 use crate::render::pod::{PodInputs, Role};
 use crate::render::workloads::{self, LiveReplicas};
@@ -300,7 +301,7 @@ pub(crate) mod tests {
     /// The body a plan's `index`th child is applied with.
     pub(crate) fn body(plan: &NovaPlan, index: usize) -> serde_json::Value {
         plan.children[index]
-            .stamped(&crate::clusters::Owner {
+            .stamped(&crate::objects::Owner {
                 kind: "Nova".into(),
                 namespace: "openstack".into(),
                 reference: None,

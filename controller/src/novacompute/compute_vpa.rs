@@ -10,7 +10,7 @@ use nova_api::v1alpha1::NovaCompute;
 
 use super::resolved::Resolved;
 use super::{NovaComputePass, NovaComputePlan, nova_side};
-use crate::clusters::kinds;
+use crate::objects::kinds;
 use crate::pipeline::{Plan, StepError, StepFuture, capability, observe_then_plan};
 use crate::render::autoscaling::vpa_of;
 
@@ -123,7 +123,7 @@ mod tests {
         };
         let plan = plan(&opted_in(), &served, &applied());
         let body = plan.children[0]
-            .stamped(&crate::clusters::Owner::of(&pool(), Default::default()))
+            .stamped(&crate::objects::Owner::of(&pool(), Default::default()))
             .expect("stamps");
         assert_eq!(
             body["spec"]["targetRef"],

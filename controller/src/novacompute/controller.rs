@@ -20,10 +20,9 @@ use nova_api::v1alpha1::{NodePhase, Nova, NovaCompute};
 
 use super::pools::{Pools, nova_key};
 use super::{held, ledger};
-use crate::clusters::{
-    Caching, Cluster, ClusterExt, Fleet, KindSpec, LocalCluster, Meta, kinds, selects,
-};
+use crate::clusters::{Caching, Cluster, ClusterExt, Fleet, KindSpec, LocalCluster, Meta};
 use crate::metrics::Metrics;
+use crate::objects::{kinds, selects};
 use crate::pipeline::Reconciled;
 use crate::pipeline::index::ObjectKey;
 use crate::pipeline::runner::{self, placed_on};

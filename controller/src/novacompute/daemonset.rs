@@ -14,8 +14,9 @@ use serde_json::Value;
 
 use super::resolved::{Resolved, StatusUpdate};
 use super::{NovaComputePass, NovaComputePlan, nova_side};
+use crate::clusters::ClusterExt;
 use crate::clusters::carries::holds_values;
-use crate::clusters::{Child, ClusterExt};
+use crate::objects::Child;
 use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
 use crate::render::compute_daemonset::{PoolInputs, daemonset, node_affinity};
 
@@ -217,7 +218,7 @@ mod tests {
     fn live(rolled_out: bool) -> Live {
         let plan = plan(&pool(), &Observed::default(), &resolved(&[]));
         let template = plan.children[0]
-            .stamped(&crate::clusters::Owner::of(&pool(), Default::default()))
+            .stamped(&crate::objects::Owner::of(&pool(), Default::default()))
             .expect("stamps")["spec"]["template"]
             .clone();
         Live {
@@ -323,7 +324,7 @@ mod tests {
         );
         assert_eq!(draining.children.len(), 1, "a held term keeps the pod");
         let affinity = &draining.children[0]
-            .stamped(&crate::clusters::Owner::of(&deleting, Default::default()))
+            .stamped(&crate::objects::Owner::of(&deleting, Default::default()))
             .expect("stamps")["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
             ["nodeSelectorTerms"];
         assert_eq!(

@@ -17,8 +17,8 @@ use crate::pipeline::Reconciled;
 use crate::render::discover_hosts::discover_hosts_job;
 use crate::render::pod::{Digests, PodInputs};
 
-use crate::clusters::Owner;
 use crate::nova::job_run::{Terminal, terminal};
+use crate::objects::Owner;
 use crate::pipeline::EventNote;
 
 /// How long a finished Job stays before it is replaced.

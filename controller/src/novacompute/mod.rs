@@ -188,7 +188,7 @@ impl Reconciled for NovaCompute {
         vec![
             ApiResource::erase::<k8s_openapi::api::apps::v1::DaemonSet>(&()),
             ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
-            crate::clusters::kinds::vertical_pod_autoscaler(),
+            crate::objects::kinds::vertical_pod_autoscaler(),
         ]
     }
 }

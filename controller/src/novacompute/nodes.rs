@@ -17,7 +17,8 @@ use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus};
 
 use super::resolved::{NodeSets, Resolved, StatusUpdate};
 use super::{NovaComputePass, NovaComputePlan, held, ledger, nova_side};
-use crate::clusters::{ClusterError, Meta, selects};
+use crate::clusters::{ClusterError, Meta};
+use crate::objects::selects;
 use crate::pipeline::{Plan, REQUEUE_SECRET_POLLING, StepError, StepFuture, observe_then_plan};
 
 const CONDITION: NovaComputeConditionType = NovaComputeConditionType::NodesReady;

@@ -21,7 +21,8 @@ use futures::future::BoxFuture;
 use nova_api::conditions::Reason;
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus};
 
-use crate::clusters::{Cluster, ClusterError, kinds};
+use crate::clusters::{Cluster, ClusterError};
+use crate::objects::kinds;
 use crate::openstack::Client;
 use crate::openstack::placement::{TraitDeletion, TraitEnsured};
 use crate::pipeline::EventNote;

@@ -245,7 +245,7 @@ impl Proxied {
         request: Request,
         authority: &str,
     ) -> Result<Response, TransportError> {
-        let path = crate::clusters::probe::proxy_path(&request.url)
+        let path = crate::service_proxy::proxy_path(&request.url)
             .ok_or_else(|| TransportError::NotAService(authority.to_owned()))?;
         let failed = |message: String| TransportError::Http {
             address: authority.to_owned(),

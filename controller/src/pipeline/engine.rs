@@ -1,84 +1,15 @@
 //! The engine: runs a pipeline table, carries out each step's plan through the pass's cluster
 //! handle, merges its delta, and instruments every step (`common-types.md` §3.2, §3.4).
 
-use std::future::Future;
-use std::pin::Pin;
 use std::time::Instant;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
-use super::pass::{ConditionType, Pass, PlanOf, Reconciled};
+use super::pass::{ConditionType, Pass, PlanOf, Reconciled, Stage, Step};
 use super::plan::Plan;
 use super::{Flow, StepError};
 use crate::metrics::Metrics;
-
-/// The future a step's function returns: observe (through the handle), then plan.
-pub type StepFuture<'a, K> =
-    Pin<Box<dyn Future<Output = Result<PlanOf<K>, StepError>> + Send + 'a>>;
-
-/// One row of a pipeline table.
-pub struct Step<K: Reconciled> {
-    /// The `sub_reconciler` metric label.
-    pub name: &'static str,
-    /// The condition type the step reports on (the `condition_type` error label).
-    pub condition: K::Condition,
-    /// Observes and plans.
-    pub run: for<'a> fn(&'a Pass<K>) -> StepFuture<'a, K>,
-}
-
-/// A pipeline stage: one sequential step, or a group whose members all run.
-pub enum Stage<K: Reconciled> {
-    /// Ends the pass at its first requeue or error.
-    Sequential(Step<K>),
-    /// Runs every member concurrently; cancels the others at the first error.
-    Parallel(&'static [Step<K>]),
-}
-
-/// A sequential row: `seq("Secrets", C::SecretsReady, secrets::run)`.
-pub const fn seq<K: Reconciled>(
-    name: &'static str,
-    condition: K::Condition,
-    run: for<'a> fn(&'a Pass<K>) -> StepFuture<'a, K>,
-) -> Stage<K> {
-    Stage::Sequential(member(name, condition, run))
-}
-
-/// A member of a parallel group.
-pub const fn member<K: Reconciled>(
-    name: &'static str,
-    condition: K::Condition,
-    run: for<'a> fn(&'a Pass<K>) -> StepFuture<'a, K>,
-) -> Step<K> {
-    Step {
-        name,
-        condition,
-        run,
-    }
-}
-
-/// A parallel group row.
-pub const fn parallel<K: Reconciled>(members: &'static [Step<K>]) -> Stage<K> {
-    Stage::Parallel(members)
-}
-
-/// A step's run from its two halves: `observe` (async, thin, every read through the handle)
-/// and the pure `plan`.
-pub fn observe_then_plan<'a, K, O, F>(
-    pass: &'a Pass<K>,
-    observe: impl FnOnce(&'a Pass<K>) -> F + Send + 'a,
-    plan: fn(&K, &O, &K::Resolved) -> PlanOf<K>,
-) -> StepFuture<'a, K>
-where
-    K: Reconciled,
-    O: Send + 'a,
-    F: Future<Output = Result<O, StepError>> + Send + 'a,
-{
-    Box::pin(async move {
-        let observed = observe(pass).await?;
-        Ok(plan(&pass.cr, &observed, &pass.resolved))
-    })
-}
 
 /// A failed step, named: the one error a pass reports and the error policy logs.
 #[derive(Debug, thiserror::Error)]
@@ -258,10 +189,11 @@ mod tests {
     use nova_api::v1alpha1::{LocalSecretRef, Nova};
 
     use super::*;
-    use crate::clusters::Child;
     use crate::nova::fixtures::example;
     use crate::nova::resolved::{Resolved, StatusUpdate};
+    use crate::objects::Child;
     use crate::offline::{FileCluster, SecretSource};
+    use crate::pipeline::pass::{StepFuture, member, parallel, seq};
     use crate::pipeline::{Plan, REQUEUE_DEPLOYMENT_POLLING, REQUEUE_SECRET_POLLING};
 
     fn marker(name: &str) -> Child {

@@ -23,10 +23,11 @@ pub mod superseded;
 
 use std::time::Duration;
 
-pub use engine::{
-    Engine, PipelineError, Stage, Step, StepFuture, member, observe_then_plan, parallel, seq,
+pub use engine::{Engine, PipelineError};
+pub use pass::{
+    ConditionType, Merge, Pass, PlanOf, Reconciled, Stage, Step, StepFuture, member,
+    observe_then_plan, parallel, seq,
 };
-pub use pass::{ConditionType, Merge, Pass, PlanOf, Reconciled};
 pub use plan::{EventNote, Gate, JobRecord, Plan, Prune, Removal, Verdict, Waiting};
 
 use crate::clusters::ClusterError;

@@ -1,9 +1,12 @@
-//! The kind a pipeline reconciles ([`Reconciled`]), and the state one pass threads through its
-//! steps ([`Pass`]): the CR as read, the handle its children live on, what earlier steps
-//! resolved, and the plans' deltas the status write ends with.
+//! The kind a pipeline reconciles ([`Reconciled`]), the rows of its tables ([`Stage`], [`Step`]),
+//! and the state one pass threads through its steps ([`Pass`]): the CR as read, the handle its
+//! children live on, what earlier steps resolved, and the plans' deltas the status write ends
+//! with. One file, because the kind names its tables and a row's function takes the pass.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
@@ -12,9 +15,10 @@ use kube::Resource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::engine::Stage;
+use super::StepError;
 use super::plan::{EventNote, JobRecord, Plan, Verdict};
-use crate::clusters::{Cluster, Clusters, Owner};
+use crate::clusters::{Cluster, Clusters};
+use crate::objects::Owner;
 
 /// A condition type enum of one kind.
 pub trait ConditionType: Copy + Debug + Eq + Send + Sync + 'static {
@@ -202,4 +206,71 @@ impl<K: Reconciled> Pass<K> {
     pub fn reported(&self) -> bool {
         !self.verdicts.is_empty() || !self.updates.is_empty()
     }
+}
+
+/// The future a step's function returns: observe (through the handle), then plan.
+pub type StepFuture<'a, K> =
+    Pin<Box<dyn Future<Output = Result<PlanOf<K>, StepError>> + Send + 'a>>;
+
+/// One row of a pipeline table.
+pub struct Step<K: Reconciled> {
+    /// The `sub_reconciler` metric label.
+    pub name: &'static str,
+    /// The condition type the step reports on (the `condition_type` error label).
+    pub condition: K::Condition,
+    /// Observes and plans.
+    pub run: for<'a> fn(&'a Pass<K>) -> StepFuture<'a, K>,
+}
+
+/// A pipeline stage: one sequential step, or a group whose members all run.
+pub enum Stage<K: Reconciled> {
+    /// Ends the pass at its first requeue or error.
+    Sequential(Step<K>),
+    /// Runs every member concurrently; cancels the others at the first error.
+    Parallel(&'static [Step<K>]),
+}
+
+/// A sequential row: `seq("Secrets", C::SecretsReady, secrets::run)`.
+pub const fn seq<K: Reconciled>(
+    name: &'static str,
+    condition: K::Condition,
+    run: for<'a> fn(&'a Pass<K>) -> StepFuture<'a, K>,
+) -> Stage<K> {
+    Stage::Sequential(member(name, condition, run))
+}
+
+/// A member of a parallel group.
+pub const fn member<K: Reconciled>(
+    name: &'static str,
+    condition: K::Condition,
+    run: for<'a> fn(&'a Pass<K>) -> StepFuture<'a, K>,
+) -> Step<K> {
+    Step {
+        name,
+        condition,
+        run,
+    }
+}
+
+/// A parallel group row.
+pub const fn parallel<K: Reconciled>(members: &'static [Step<K>]) -> Stage<K> {
+    Stage::Parallel(members)
+}
+
+/// A step's run from its two halves: `observe` (async, thin, every read through the handle)
+/// and the pure `plan`.
+pub fn observe_then_plan<'a, K, O, F>(
+    pass: &'a Pass<K>,
+    observe: impl FnOnce(&'a Pass<K>) -> F + Send + 'a,
+    plan: fn(&K, &O, &K::Resolved) -> PlanOf<K>,
+) -> StepFuture<'a, K>
+where
+    K: Reconciled,
+    O: Send + 'a,
+    F: Future<Output = Result<O, StepError>> + Send + 'a,
+{
+    Box::pin(async move {
+        let observed = observe(pass).await?;
+        Ok(plan(&pass.cr, &observed, &pass.resolved))
+    })
 }

@@ -5,8 +5,8 @@ use kube::runtime::events::{Event, EventType};
 use nova_api::conditions::Reason;
 
 use super::{Flow, StepError};
-use crate::clusters::{Child, Labels};
 use crate::metrics::JobFamily;
+use crate::objects::{Child, Labels};
 
 /// A gate: the value a step needs, or why it waits for it.
 #[derive(Clone, Debug, PartialEq, Eq)]

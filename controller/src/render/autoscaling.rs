@@ -64,7 +64,7 @@ pub fn api_hpa(
 
 /// The VerticalPodAutoscaler of the Deployment `deployment` (`common-types.md` §3.18): the
 /// requests of every container, cpu and memory, within the opted-in bounds.
-pub fn vpa(deployment: &str, spec: &VerticalAutoscalingSpec) -> crate::clusters::Child {
+pub fn vpa(deployment: &str, spec: &VerticalAutoscalingSpec) -> crate::objects::Child {
     vpa_of("Deployment", deployment, spec)
 }
 
@@ -74,8 +74,8 @@ pub fn vpa_of(
     target_kind: &str,
     workload: &str,
     spec: &VerticalAutoscalingSpec,
-) -> crate::clusters::Child {
-    let kind = crate::clusters::kinds::vertical_pod_autoscaler();
+) -> crate::objects::Child {
+    let kind = crate::objects::kinds::vertical_pod_autoscaler();
     let mut update_policy = json!({ "updateMode": spec.update_mode });
     if let Some(min) = spec.min_replicas {
         update_policy["minReplicas"] = json!(min);
@@ -101,5 +101,5 @@ pub fn vpa_of(
             "resourcePolicy": { "containerPolicies": [container] }
         }
     });
-    crate::clusters::Child::dynamic(kind, workload, body)
+    crate::objects::Child::dynamic(kind, workload, body)
 }

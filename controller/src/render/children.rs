@@ -11,7 +11,7 @@ use nova_api::names::NovaNames;
 use nova_api::v1alpha1::NovaSpec;
 
 use super::{ContractVariant, RenderError, RenderedConfig, contract_keys, contract_static_keys};
-use crate::clusters::Child;
+use crate::objects::Child;
 use crate::sensitive::Sensitive;
 
 /// The label that selects every config ConfigMap of one CR, for pruning.
@@ -128,7 +128,7 @@ pub fn contract_data(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clusters::Owner;
+    use crate::objects::Owner;
 
     #[test]
     fn a_derived_secret_is_applied_with_values_and_printed_masked() {

@@ -15,7 +15,7 @@ use super::config_map::RenderedConfig;
 use super::extra_config::merge_over;
 use super::ini::IniDocument;
 use super::{RenderError, data_hash8};
-use crate::clusters::Child;
+use crate::objects::Child;
 
 /// The one document of a pool ConfigMap.
 pub const COMPUTE_POOL_CONF: &str = "compute-pool.conf";

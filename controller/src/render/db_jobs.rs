@@ -15,8 +15,10 @@ use sha2::{Digest, Sha256};
 
 use super::db_scripts::{self, SHELL};
 use super::pod::{self, PodInputs, Role};
-use crate::clusters::Child;
-use crate::nova::job_run::POD_SPEC_HASH;
+use crate::objects::Child;
+
+/// The annotation carrying the re-run key: the digest of the Job's pod template.
+pub const POD_SPEC_HASH: &str = "cobaltcore.c5c3.io/pod-spec-hash";
 
 /// Retries of a migration or phase Job before it is Failed.
 pub const BACKOFF_LIMIT: i32 = 4;

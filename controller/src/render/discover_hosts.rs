@@ -13,7 +13,7 @@ use nova_api::names::NovaNames;
 use super::db_jobs::{maintenance_labels, pod_template};
 use super::paths::CONFIG_DIR;
 use super::pod::PodInputs;
-use crate::clusters::Child;
+use crate::objects::Child;
 
 /// The Job's component label and container name.
 pub const COMPONENT: &str = "discover-hosts";
@@ -84,7 +84,7 @@ mod tests {
         };
         let child = discover_hosts_job(&inputs, "ghcr.io/c5c3/nova:2025.2");
         assert_eq!(child.name, "nova-discover-hosts");
-        let owner = crate::clusters::Owner {
+        let owner = crate::objects::Owner {
             kind: "Nova".into(),
             namespace: "openstack".into(),
             reference: None,

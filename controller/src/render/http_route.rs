@@ -5,7 +5,7 @@
 use nova_api::v1alpha1::GatewaySpec;
 use serde_json::{Map, Value, json};
 
-use crate::clusters::{Child, kinds};
+use crate::objects::{Child, kinds};
 
 /// The route's path prefix: spec's path with a leading `/`, or `/`.
 pub fn path_prefix(gateway: &GatewaySpec) -> String {

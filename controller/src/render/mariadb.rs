@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use crate::clusters::{Child, kinds};
+use crate::objects::{Child, kinds};
 
 /// The password key of the upstream credentials Secret a `User` reads.
 pub const PASSWORD_KEY: &str = "password";
@@ -93,7 +93,7 @@ pub fn grant(name: &str, cluster: &str, schema: &str, username: &str) -> Child {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clusters::Owner;
+    use crate::objects::Owner;
     use std::collections::BTreeMap;
 
     fn body(child: &Child) -> serde_json::Value {

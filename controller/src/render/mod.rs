@@ -11,13 +11,16 @@
 //!   annotations, security context, resources, placement, topology spread);
 //! - [`render_compute_fragment`] and [`contract_static_keys`]: the `nova-compute.conf`
 //!   fragment of the in-cluster or remote contract, and the contract keys the renderer owns
-//!   (the ComputeConfig step adds [`secret_contract_keys`] from Secrets).
+//!   (the ComputeConfig step adds [`secret_contract_keys`] from Secrets);
+//! - [`dsn`] and [`broker_url`]: the connection strings the derived Secrets carry, built from
+//!   values the steps read.
 //!
 //! No rendered document ever carries a credential: the identity sections have no password,
 //! the database sections hold a placeholder DSN, and each credential reaches the pods as an
 //! environment override from its Secret.
 
 pub mod autoscaling;
+pub mod broker_url;
 pub mod children;
 mod compute_contract;
 pub mod compute_daemonset;
@@ -26,6 +29,7 @@ mod config_map;
 pub mod db_jobs;
 pub mod db_scripts;
 pub mod discover_hosts;
+pub mod dsn;
 mod error;
 pub mod extra_config;
 pub mod http_route;

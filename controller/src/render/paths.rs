@@ -40,3 +40,10 @@ pub const COMPUTE_CA_FILE: &str = "/etc/nova/compute-config/ca.crt";
 pub const NOVNC_WEB: &str = "/usr/share/novnc";
 /// The console proxy's listen port, the port of its Service.
 pub const NOVNCPROXY_PORT: u16 = 6080;
+
+/// Where the nova_api block's TLS files are mounted.
+pub const API_TLS_MOUNT: &str = "/etc/nova-db-tls/api/";
+/// Where the cell block's TLS files are mounted.
+pub const CELL_TLS_MOUNT: &str = "/etc/nova-db-tls/cell/";
+/// The one key of a derived DSN Secret.
+pub const CONNECTION_KEY: &str = "connection";

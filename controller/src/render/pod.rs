@@ -30,14 +30,14 @@ use nova_api::labels::component;
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::{DatabaseSpec, DeploymentSpec, NovaSpec, SecretRefSpec, UWSGISpec};
 
+use super::dsn::tls_enabled;
 use super::logging::is_json;
+use super::paths::{API_TLS_MOUNT, CELL_TLS_MOUNT, CONNECTION_KEY};
 use super::paths::{
     CONDUCTOR_CONF, CONDUCTOR_CONFIG_DIR, CONFIG_DIR, LOGGING_INI, METADATA_CONF, NOVA_CONF,
     NOVNCPROXY_CONF, NOVNCPROXY_CONFIG_DIR, RABBITMQ_CA_DIR, SCHEDULER_CONF, SCHEDULER_CONFIG_DIR,
     STATE_PATH,
 };
-use crate::nova::db_connection::{API_TLS_MOUNT, CELL_TLS_MOUNT, CONNECTION_KEY};
-use crate::nova::dsn::tls_enabled;
 
 /// The "openstack" UID and GID every process runs as, and the pod's fsGroup.
 pub const OPENSTACK_ID: i64 = 42424;

@@ -28,7 +28,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
-use nova_controller::clusters::kinds as external;
+use nova_controller::objects::kinds as external;
 use nova_test_harness::ControlPlane;
 use nova_testkit::prelude::*;
 use serde_json::json;

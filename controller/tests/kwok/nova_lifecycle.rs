@@ -75,7 +75,7 @@ async fn deletion_holds_the_finalizer_while_a_database_object_is_live() {
     let databases = Api::<DynamicObject>::namespaced_with(
         client.clone(),
         &ns,
-        &nova_controller::clusters::kinds::mariadb_children()[0],
+        &nova_controller::objects::kinds::mariadb_children()[0],
     );
     Wait::new("the cell0 Database provisioned", TIMEOUT)
         .for_object(&databases, "nova-nova-cell0", |_| true)
@@ -142,7 +142,7 @@ async fn deleting_a_brownfield_nova_leaves_the_users_mariadb_objects() {
         .await
         .expect("namespace");
     provide_inputs(&client, &ns).await;
-    let kinds = nova_controller::clusters::kinds::mariadb_children();
+    let kinds = nova_controller::objects::kinds::mariadb_children();
     let owned_by_user = ["nova-api", "nova", "nova-nova-cell0"];
     for kind in &kinds {
         let api = Api::<DynamicObject>::namespaced_with(client.clone(), &ns, kind);

@@ -14,7 +14,7 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use nova_api::v1alpha1::Nova;
-use nova_controller::clusters::kinds;
+use nova_controller::objects::kinds;
 use nova_testkit::prelude::*;
 use serde_json::json;
 

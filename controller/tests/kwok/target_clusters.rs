@@ -19,7 +19,8 @@ use nova_api::v1alpha1::{
     Nova, NovaCompute, TargetClusterRefSpec, VPAUpdateMode, VerticalAutoscalingSpec,
 };
 use nova_controller::clusters::registration::{KUBECONFIG_KEY, LABEL, NAMESPACES_KEY};
-use nova_controller::clusters::{Fleet, Registry, kinds as external};
+use nova_controller::clusters::{Fleet, Registry};
+use nova_controller::objects::kinds as external;
 use nova_controller::{nova, novacompute};
 use nova_test_harness::ControlPlane;
 use nova_testkit::prelude::*;

@@ -181,7 +181,7 @@ fn the_database_scripts_are_pinned() {
 /// The four migration Jobs and the archive CronJob of the example, pod templates included.
 #[test]
 fn the_database_jobs_are_pinned() {
-    use nova_controller::clusters::Owner;
+    use nova_controller::objects::Owner;
     use nova_controller::render::db_jobs::{self, DbJob};
     use nova_controller::render::pod::{Digests, PodInputs};
     let (name, namespace, spec) = example();
@@ -206,7 +206,7 @@ fn the_database_jobs_are_pinned() {
         reference: None,
         labels: nova_api::labels::common(&name),
     };
-    let yaml = |child: &nova_controller::clusters::Child| {
+    let yaml = |child: &nova_controller::objects::Child| {
         serde_saphyr::to_string(&child.stamped(&owner).expect("stamps")).expect("yaml")
     };
     for which in [DbJob::Sync, DbJob::Expand, DbJob::Migrate, DbJob::Contract] {
