@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use kube::client::ClientBuilder;
 use kube::{Api, Client, Config};
 use nova_api::v1alpha1::{Nova, NovaCompute};
-use nova_controller::clusters::{ABANDON_AFTER, Fleet, LocalCluster, Registry};
+use nova_controller::clusters::{ABANDON_AFTER, Fleet, KubeCluster, Registry};
 use nova_controller::metrics::Metrics;
 use nova_controller::pipeline::{Stage, Step};
 use nova_controller::ratelimit::RateLimitLayer;
@@ -211,7 +211,7 @@ async fn main() -> anyhow::Result<()> {
         .register(novacompute::controller::kinds())
         .probe_services_at(flags.health_check_address)
         .route_services(flags.service_routes.iter().cloned().collect());
-    let cluster = LocalCluster::start(client.clone(), scope.clone(), registry.clone()).await;
+    let cluster = KubeCluster::start(client.clone(), scope.clone(), registry.clone()).await;
     {
         let (cluster, ready) = (cluster.clone(), ready.clone());
         tokio::spawn(async move {
@@ -354,8 +354,8 @@ async fn render(
     output: Output,
 ) -> anyhow::Result<()> {
     let secrets = match secrets_dir {
-        Some(dir) => offline::SecretSource::from_dir(dir)?,
-        None => offline::SecretSource::default(),
+        Some(dir) => offline::secrets_from_dir(dir)?,
+        None => nova_controller::clusters::SecretSource::default(),
     };
     let rendered = match nova {
         Some(nova) => {

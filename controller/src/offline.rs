@@ -8,29 +8,21 @@
 //! missing one reads as marked placeholders. No credential is ever printed: a Secret's values
 //! print masked (`REDACTED`), a DSN or URL with its credentials masked.
 
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
-use futures::future::BoxFuture;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::DynamicObject;
-use kube::core::ApiResource;
 use nova_api::defaults::{default_nova, default_novacompute};
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::{LocalSecretRef, Nova, NovaCompute};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::clusters::probe::Probe;
-use crate::clusters::{Applied, Cluster, ClusterError, JobReport, Meta, SecretValues, values_of};
+use crate::clusters::{MemoryCluster, SecretSource};
 use crate::metrics::Metrics;
 use crate::nova::PIPELINE;
-use crate::objects::{Child, Labels, Owner, kinds};
-use crate::openstack::{Transport, Unreachable};
+use crate::objects::Invalid;
 use crate::pipeline::{ConditionType, Engine, Flow, Pass, PipelineError, Reconciled};
-use crate::sensitive::Sensitive;
 
 /// Why an offline render failed.
 #[derive(Debug, thiserror::Error)]
@@ -59,346 +51,45 @@ pub enum OfflineError {
     Output(String),
 }
 
-/// The Secrets a render may read, by name.
-#[derive(Default)]
-pub struct SecretSource(BTreeMap<String, Secret>);
-
-impl SecretSource {
-    /// Every Secret manifest (`*.yaml`, `*.yml`, `*.json`, multi-document allowed) in `dir`.
-    pub fn from_dir(dir: &Path) -> Result<Self, OfflineError> {
-        let read_err = |source| OfflineError::Read {
-            path: dir.display().to_string(),
+/// Every Secret manifest (`*.yaml`, `*.yml`, `*.json`, multi-document allowed) in `dir`.
+pub fn secrets_from_dir(dir: &Path) -> Result<SecretSource, OfflineError> {
+    let read_err = |source| OfflineError::Read {
+        path: dir.display().to_string(),
+        source,
+    };
+    let mut secrets = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(read_err)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let is_manifest = path
+            .extension()
+            .is_some_and(|e| e == "yaml" || e == "yml" || e == "json");
+        if !is_manifest {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).map_err(|source| OfflineError::Read {
+            path: path.display().to_string(),
             source,
-        };
-        let mut secrets = BTreeMap::new();
-        let mut entries: Vec<_> = std::fs::read_dir(dir)
-            .map_err(read_err)?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .collect();
-        entries.sort();
-        for path in entries {
-            let is_manifest = path
-                .extension()
-                .is_some_and(|e| e == "yaml" || e == "yml" || e == "json");
-            if !is_manifest {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).map_err(|source| OfflineError::Read {
+        })?;
+        let documents: Vec<Value> =
+            serde_saphyr::from_multiple(&text).map_err(|e| OfflineError::Parse {
                 path: path.display().to_string(),
-                source,
+                message: e.to_string(),
             })?;
-            let documents: Vec<Value> =
-                serde_saphyr::from_multiple(&text).map_err(|e| OfflineError::Parse {
+        for document in documents.into_iter().filter(|d| d["kind"] == "Secret") {
+            let secret: Secret =
+                serde_json::from_value(document).map_err(|e| OfflineError::Parse {
                     path: path.display().to_string(),
                     message: e.to_string(),
                 })?;
-            for document in documents.into_iter().filter(|d| d["kind"] == "Secret") {
-                let secret: Secret =
-                    serde_json::from_value(document).map_err(|e| OfflineError::Parse {
-                        path: path.display().to_string(),
-                        message: e.to_string(),
-                    })?;
-                secrets.insert(secret.name_any(), secret);
-            }
-        }
-        Ok(Self(secrets))
-    }
-
-    /// The requested keys of Secret `name`: from its manifest when `--secrets-dir` has it (a
-    /// key it lacks stays missing, so the gates report it), else a marked placeholder each.
-    fn values(&self, name: &str, keys: &[&str]) -> SecretValues {
-        match self.0.get(name) {
-            Some(secret) => values_of(secret, keys),
-            None => SecretValues(
-                keys.iter()
-                    .map(|key| {
-                        let placeholder = format!(
-                            "<placeholder: key \"{key}\" of Secret {name}, not in --secrets-dir>"
-                        );
-                        ((*key).to_owned(), Sensitive::new(placeholder))
-                    })
-                    .collect(),
-            ),
+            secrets.push(secret);
         }
     }
-}
-
-/// The cluster `render` plays: Secrets from `--secrets-dir` (placeholders otherwise), the other
-/// operators' objects a step reads existing and Ready (a RabbitmqCluster with its default-user
-/// Secret, which then reads as placeholders, an HTTPRoute accepted by its Gateway), nothing
-/// else; applies are recorded, not sent.
-pub(crate) struct FileCluster {
-    secrets: SecretSource,
-    applied: Mutex<Vec<Child>>,
-    /// Objects the render was given (a pool's Nova, its contract), by kind and name.
-    given: Vec<(ApiResource, DynamicObject)>,
-}
-
-impl FileCluster {
-    /// A file-backed cluster over `secrets`.
-    pub(crate) fn new(secrets: SecretSource) -> Self {
-        Self {
-            secrets,
-            applied: Mutex::default(),
-            given: Vec::new(),
-        }
-    }
-
-    /// The cluster with `object` of `kind` in it.
-    fn with<K: kube::Resource<DynamicType = ()> + serde::Serialize>(
-        mut self,
-        object: &K,
-    ) -> Result<Self, OfflineError> {
-        let kind = ApiResource::erase::<K>(&());
-        let value =
-            serde_json::to_value(object).map_err(|e| OfflineError::Output(e.to_string()))?;
-        let mut object: DynamicObject =
-            serde_json::from_value(value).map_err(|e| OfflineError::Output(e.to_string()))?;
-        object.types = Some(kube::api::TypeMeta {
-            api_version: kind.api_version.clone(),
-            kind: kind.kind.clone(),
-        });
-        self.given.push((kind, object));
-        Ok(self)
-    }
-
-    fn given(&self, kind: &ApiResource, name: &str) -> Option<DynamicObject> {
-        self.given
-            .iter()
-            .find(|(k, o)| k == kind && o.metadata.name.as_deref() == Some(name))
-            .map(|(_, o)| o.clone())
-    }
-
-    /// How many Jobs were applied so far.
-    fn applied_jobs(&self) -> usize {
-        let job = ApiResource::erase::<Job>(&());
-        self.applied().iter().filter(|c| c.kind == job).count()
-    }
-
-    /// Every child applied so far, in order.
-    pub(crate) fn applied(&self) -> Vec<Child> {
-        self.applied
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// A Job applied by an earlier pass of this render, as it would look once it completed,
-    /// so the pass after it goes on past the step that waits for it.
-    fn completed_job(
-        &self,
-        kind: &ApiResource,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Option<DynamicObject> {
-        if *kind != ApiResource::erase::<Job>(&()) {
-            return None;
-        }
-        let owner = Owner {
-            kind: "Nova".to_owned(),
-            namespace: namespace.unwrap_or_default().to_owned(),
-            reference: None,
-            labels: Default::default(),
-        };
-        let applied = self.applied();
-        let child = applied.iter().find(|c| c.kind == *kind && c.name == name)?;
-        let mut body = child.stamped(&owner).ok()?;
-        body["metadata"]["uid"] = format!("offline-{name}").into();
-        body["status"] = json!({"conditions": [{"type": "Complete", "status": "True"}]});
-        serde_json::from_value(body).ok()
-    }
-
-    /// Another operator's object as a healthy one would look, for the kinds a step reads.
-    fn played(kind: &ApiResource, namespace: Option<&str>, name: &str) -> Option<DynamicObject> {
-        let ready = json!({"conditions": [{"type": "Ready", "status": "True"}]});
-        let status = if *kind == kinds::http_route() {
-            json!({"parents": [{"conditions": [{"type": "Accepted", "status": "True"}]}]})
-        } else if *kind == kinds::rabbitmq_cluster() {
-            json!({"defaultUser": {"secretReference": {"name": format!("{name}-default-user")}}})
-        } else if [
-            kinds::secret_store(),
-            kinds::cluster_secret_store(),
-            kinds::external_secret(),
-            kinds::mariadb(),
-        ]
-        .contains(kind)
-            || kinds::mariadb_children().contains(kind)
-        {
-            ready
-        } else {
-            return None;
-        };
-        let mut object = DynamicObject::new(name, kind).data(json!({ "status": status }));
-        object.metadata.namespace = namespace.map(str::to_owned);
-        Some(object)
-    }
-}
-
-impl Cluster for FileCluster {
-    fn namespace_scope(&self) -> Option<&str> {
-        None
-    }
-
-    /// Every optional kind is served, so `render` shows the routes and autoscalers a cluster
-    /// with Gateway API and the VPA would get.
-    fn served<'a>(&'a self, _: &'a ApiResource) -> BoxFuture<'a, Result<bool, ClusterError>> {
-        Box::pin(async { Ok(true) })
-    }
-
-    /// A healthy API answers, as the other operators' objects are played healthy.
-    fn probe<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Probe> {
-        Box::pin(async { Probe::Answered(200, String::new()) })
-    }
-
-    /// Offline, no OpenStack answers.
-    fn transport(&self) -> Arc<dyn Transport> {
-        Arc::new(Unreachable)
-    }
-
-    fn get_live<'a>(
-        &'a self,
-        _: &'a ApiResource,
-        _: Option<&'a str>,
-        _: &'a str,
-    ) -> BoxFuture<'a, Result<Option<DynamicObject>, ClusterError>> {
-        Box::pin(async { Ok(None) })
-    }
-
-    fn merge_patch<'a>(
-        &'a self,
-        _: &'a ApiResource,
-        _: Option<&'a str>,
-        _: &'a str,
-        _: &'a Value,
-    ) -> BoxFuture<'a, Result<(), ClusterError>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn list_live<'a>(
-        &'a self,
-        _: &'a ApiResource,
-        _: &'a str,
-        _: &'a Labels,
-        _: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<Vec<DynamicObject>, ClusterError>> {
-        Box::pin(async { Ok(Vec::new()) })
-    }
-
-    fn get<'a>(
-        &'a self,
-        kind: &'a ApiResource,
-        namespace: Option<&'a str>,
-        name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Arc<DynamicObject>>, ClusterError>> {
-        Box::pin(async move {
-            let object = self
-                .given(kind, name)
-                .or_else(|| self.completed_job(kind, namespace, name))
-                .or_else(|| Self::played(kind, namespace, name));
-            Ok(object.map(Arc::new))
-        })
-    }
-
-    fn metadata(&self, _: &ApiResource, _: &str, _: &str) -> Result<Option<Meta>, ClusterError> {
-        Ok(None)
-    }
-
-    /// No Node exists offline: a pool renders selecting none.
-    fn list_metadata_live<'a>(
-        &'a self,
-        _: &'a ApiResource,
-        _: Option<&'a str>,
-        _: &'a Labels,
-    ) -> BoxFuture<'a, Result<Vec<Meta>, ClusterError>> {
-        Box::pin(async { Ok(Vec::new()) })
-    }
-
-    fn metadata_live<'a>(
-        &'a self,
-        _: &'a ApiResource,
-        _: Option<&'a str>,
-        _: &'a str,
-    ) -> BoxFuture<'a, Result<Option<Meta>, ClusterError>> {
-        Box::pin(async { Ok(None) })
-    }
-
-    fn list_metadata(
-        &self,
-        _: &ApiResource,
-        _: &str,
-        _: &Labels,
-    ) -> Result<Vec<Meta>, ClusterError> {
-        Ok(Vec::new())
-    }
-
-    fn secret<'a>(
-        &'a self,
-        _: &'a str,
-        name: &'a str,
-        keys: &'a [&'a str],
-    ) -> BoxFuture<'a, Result<Option<SecretValues>, ClusterError>> {
-        Box::pin(async move { Ok(Some(self.secrets.values(name, keys))) })
-    }
-
-    fn job_report<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-    ) -> BoxFuture<'a, Result<JobReport, ClusterError>> {
-        Box::pin(async { Ok(JobReport::default()) })
-    }
-
-    fn apply<'a>(
-        &'a self,
-        _: &'a Owner,
-        child: &'a Child,
-    ) -> BoxFuture<'a, Result<Applied, ClusterError>> {
-        Box::pin(async move {
-            let mut applied = self.applied.lock().unwrap_or_else(PoisonError::into_inner);
-            match applied
-                .iter_mut()
-                .find(|c| c.kind == child.kind && c.name == child.name)
-            {
-                Some(earlier) => *earlier = child.clone(),
-                None => applied.push(child.clone()),
-            }
-            Ok(Applied::Written)
-        })
-    }
-
-    fn delete<'a>(
-        &'a self,
-        _: &'a ApiResource,
-        _: &'a str,
-        _: &'a str,
-    ) -> BoxFuture<'a, Result<(), ClusterError>> {
-        Box::pin(async { Ok(()) })
-    }
-
-    fn prune<'a>(
-        &'a self,
-        _: &'a Owner,
-        _: &'a ApiResource,
-        _: &'a Labels,
-        _: &'a [String],
-    ) -> BoxFuture<'a, Result<usize, ClusterError>> {
-        Box::pin(async { Ok(0) })
-    }
-
-    /// Files are always there.
-    fn reachable(&self) -> BoxFuture<'_, bool> {
-        Box::pin(async { true })
-    }
-
-    /// A render never deletes: nothing it reads is a child to sweep.
-    fn sweep<'a>(
-        &'a self,
-        _: &'a Owner,
-        _: &'a ApiResource,
-    ) -> BoxFuture<'a, Result<usize, ClusterError>> {
-        Box::pin(async { Ok(0) })
-    }
+    Ok(SecretSource::new(secrets))
 }
 
 /// Parses a Nova manifest.
@@ -435,7 +126,7 @@ pub async fn render(mut nova: Nova, secrets: SecretSource) -> Result<Rendered, O
     if nova.namespace().is_none() {
         nova.metadata.namespace = Some("default".to_owned());
     }
-    let cluster = Arc::new(FileCluster::new(secrets));
+    let cluster = Arc::new(MemoryCluster::new(secrets));
     let nova = Arc::new(nova);
     let metrics = Metrics::new().map_err(|e| OfflineError::Output(e.to_string()))?;
     let engine = Engine::new(metrics);
@@ -461,7 +152,7 @@ pub async fn render(mut nova: Nova, secrets: SecretSource) -> Result<Rendered, O
 fn rendered<K: Reconciled>(
     pass: &Pass<K>,
     outcome: Result<Flow, PipelineError>,
-    cluster: &FileCluster,
+    cluster: &MemoryCluster,
 ) -> Result<Rendered, OfflineError> {
     let stopped = match outcome {
         Ok(Flow::Continue) => None,
@@ -515,7 +206,7 @@ pub async fn render_pool(
             name: contract.clone(),
         });
     let keys = crate::novacompute::pool_config::REQUIRED;
-    let secret = match secrets.0.get(&contract) {
+    let secret = match secrets.get(&contract) {
         Some(secret) => secret.clone(),
         None => Secret {
             metadata: kube::api::ObjectMeta {
@@ -533,7 +224,14 @@ pub async fn render_pool(
             ..Default::default()
         },
     };
-    let cluster = Arc::new(FileCluster::new(secrets).with(&nova)?.with(&secret)?);
+    let given = |e: Invalid| OfflineError::Output(e.to_string());
+    let cluster = Arc::new(
+        MemoryCluster::new(secrets)
+            .with(&nova)
+            .map_err(given)?
+            .with(&secret)
+            .map_err(given)?,
+    );
     let metrics = Metrics::new().map_err(|e| OfflineError::Output(e.to_string()))?;
     let mut pass = Pass::new(Arc::new(pool), cluster.clone());
     let outcome = Engine::new(metrics)
@@ -668,7 +366,7 @@ mod tests {
             "apiVersion: v1\nkind: Secret\nmetadata: {name: nova-keystone}\nstringData: {password: from-dir-planted}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: nova-db}\nstringData: {username: u, password: cell-planted}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: ignored}\n",
         )
         .expect("write");
-        let source = || SecretSource::from_dir(dir.path()).expect("reads");
+        let source = || secrets_from_dir(dir.path()).expect("reads");
         let rendered = render(example(), source()).await.expect("renders");
         let yaml = to_yaml(&rendered.objects).expect("yaml");
         assert!(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
-use nova_controller::clusters::{LocalCluster, Registry};
+use nova_controller::clusters::{KubeCluster, Registry};
 use nova_controller::metrics::Metrics;
 use nova_controller::pipeline::runner::Options;
 use nova_controller::{nova, novacompute};
@@ -141,12 +141,12 @@ async fn start_on<F, Run>(
     run: F,
 ) -> Metrics
 where
-    F: FnOnce(Client, Metrics, Arc<LocalCluster>, Options) -> Run,
+    F: FnOnce(Client, Metrics, Arc<KubeCluster>, Options) -> Run,
     Run: Future<Output = ()> + Send + 'static,
 {
     logs::capture();
     let metrics = Metrics::new().expect("metrics");
-    let cluster = LocalCluster::start(client.clone(), scope.handle, registry).await;
+    let cluster = KubeCluster::start(client.clone(), scope.handle, registry).await;
     cluster.synced().await;
     let options = Options {
         scope: scope.crs,

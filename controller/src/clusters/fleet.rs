@@ -1,6 +1,6 @@
 //! The registered target clusters (`common-types.md` §3.17): one watch on the registration
 //! Secrets of `--clusters-namespace`, each accepted Secret engaged asynchronously as a
-//! [`LocalCluster`] of its own (its own client and watch caches, claiming by ownership
+//! [`KubeCluster`] of its own (its own client and watch caches, claiming by ownership
 //! labels), re-engaged when its hash changes, dropped when it is deleted or refused.
 //!
 //! Only the registration Secrets are read (a label-selected watch in that one namespace), and
@@ -21,9 +21,9 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Config, ResourceExt};
 use tokio::task::{AbortHandle, JoinHandle};
 
-use super::local::Target;
+use super::kube_cluster::Target;
 use super::registration::{self, LABEL, Registration};
-use super::{CLUSTER_NOT_FOUND, Cluster, LocalCluster, Meta, Registry};
+use super::{CLUSTER_NOT_FOUND, Cluster, KubeCluster, Meta, Registry};
 
 /// How long start-up waits for the clusters registered at that moment to engage before the
 /// controllers run (an unreachable one is left to engage later).
@@ -32,12 +32,12 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The engaged handles of one cluster: one cluster-wide, or one per registered namespace.
 #[derive(Clone)]
 enum Handles {
-    ClusterWide(Arc<LocalCluster>),
-    Namespaced(BTreeMap<String, Arc<LocalCluster>>),
+    ClusterWide(Arc<KubeCluster>),
+    Namespaced(BTreeMap<String, Arc<KubeCluster>>),
 }
 
 impl Handles {
-    fn all(&self) -> Vec<Arc<LocalCluster>> {
+    fn all(&self) -> Vec<Arc<KubeCluster>> {
         match self {
             Handles::ClusterWide(handle) => vec![handle.clone()],
             Handles::Namespaced(handles) => handles.values().cloned().collect(),
@@ -263,12 +263,12 @@ impl Fleet {
         };
         let handles = match &registration.namespaces {
             None => Handles::ClusterWide(
-                LocalCluster::start_target(target(), client, None, self.registry.clone()).await,
+                KubeCluster::start_target(target(), client, None, self.registry.clone()).await,
             ),
             Some(namespaces) => {
                 let mut handles = BTreeMap::new();
                 for ns in namespaces {
-                    let handle = LocalCluster::start_target(
+                    let handle = KubeCluster::start_target(
                         target(),
                         client.clone(),
                         Some(ns.clone()),

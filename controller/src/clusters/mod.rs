@@ -1,13 +1,12 @@
 //! The cluster handle (`DESIGN.md` principle 6): every read and write a step makes goes through
 //! the [`Cluster`] its CR resolves to.
 //!
-//! A CR without `targetClusterRef` resolves to the [`LocalCluster`] of the management cluster
+//! A CR without `targetClusterRef` resolves to the [`KubeCluster`] of the management cluster
 //! this process runs against; one that names a registered target cluster resolves to that
 //! cluster's handle, engaged by the [`Fleet`] from its registration Secret: the same type with
 //! its own watch caches, which stamps ownership labels instead of an owner reference and
-//! probes Services through the target API server's proxy. The `render` command has a
-//! file-backed handle of its own (`offline`), which is how it runs the very same plans without
-//! a cluster.
+//! probes Services through the target API server's proxy. The `render` command and the plan
+//! tests run the very same plans against an in-memory handle ([`MemoryCluster`]).
 //!
 //! Reads are served from watch caches registered once at start-up ([`KindSpec`]), so a pass
 //! over an unchanged CR issues no GET or LIST. Writes are server-side applies under the one
@@ -16,7 +15,8 @@
 
 pub mod carries;
 mod fleet;
-mod local;
+mod kube_cluster;
+mod memory;
 pub mod probe;
 pub mod registration;
 
@@ -31,7 +31,8 @@ use kube::core::ApiResource;
 use serde_json::Value;
 
 pub use fleet::Fleet;
-pub use local::{LocalCluster, Registry, values_of};
+pub use kube_cluster::{KubeCluster, Registry, report_of, values_of};
+pub use memory::{MemoryCluster, SecretSource};
 
 use crate::objects::{Child, Invalid, Labels, Owner};
 use crate::sensitive::Sensitive;

@@ -21,7 +21,7 @@ use kube::{Client, Resource, ResourceExt};
 use nova_api::effective;
 use nova_api::v1alpha1::{Nova, SecretStoreKind};
 
-use crate::clusters::{Caching, KindSpec, LocalCluster, Meta};
+use crate::clusters::{Caching, KindSpec, KubeCluster, Meta};
 use crate::metrics::Metrics;
 use crate::objects::kinds;
 use crate::pipeline::index::{ObjectKey, ReferenceIndex};
@@ -158,7 +158,7 @@ pub use crate::pipeline::runner::Options;
 pub async fn run(
     client: Client,
     metrics: Metrics,
-    cluster: Arc<LocalCluster>,
+    cluster: Arc<KubeCluster>,
     options: Options,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {

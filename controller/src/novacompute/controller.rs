@@ -20,7 +20,7 @@ use nova_api::v1alpha1::{NodePhase, Nova, NovaCompute};
 
 use super::pools::{Pools, nova_key};
 use super::{held, ledger};
-use crate::clusters::{Caching, Cluster, ClusterExt, Fleet, KindSpec, LocalCluster, Meta};
+use crate::clusters::{Caching, Cluster, ClusterExt, Fleet, KindSpec, KubeCluster, Meta};
 use crate::metrics::Metrics;
 use crate::objects::{kinds, selects};
 use crate::pipeline::Reconciled;
@@ -198,7 +198,7 @@ pub use crate::pipeline::runner::Options;
 pub async fn run(
     client: Client,
     metrics: Metrics,
-    cluster: Arc<LocalCluster>,
+    cluster: Arc<KubeCluster>,
     options: Options,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {

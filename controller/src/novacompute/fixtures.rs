@@ -38,6 +38,6 @@ pub fn at(seconds: i64) -> Time {
 pub fn home() -> crate::novacompute::resolved::NovaCluster {
     crate::novacompute::resolved::NovaCluster {
         name: None,
-        handle: std::sync::Arc::new(crate::offline::FileCluster::new(Default::default())),
+        handle: std::sync::Arc::new(crate::clusters::MemoryCluster::new(Default::default())),
     }
 }

@@ -189,10 +189,10 @@ mod tests {
     use nova_api::v1alpha1::{LocalSecretRef, Nova};
 
     use super::*;
+    use crate::clusters::{MemoryCluster, SecretSource};
     use crate::nova::fixtures::example;
     use crate::nova::resolved::{Resolved, StatusUpdate};
     use crate::objects::Child;
-    use crate::offline::{FileCluster, SecretSource};
     use crate::pipeline::pass::{StepFuture, member, parallel, seq};
     use crate::pipeline::{Plan, REQUEUE_DEPLOYMENT_POLLING, REQUEUE_SECRET_POLLING};
 
@@ -274,12 +274,12 @@ mod tests {
     ];
     static PARALLEL_WITH_ERROR: [Stage<Nova>; 1] = [parallel(&GROUP_WITH_ERROR)];
 
-    fn pass() -> (Pass<Nova>, Arc<FileCluster>) {
-        let cluster = Arc::new(FileCluster::new(SecretSource::default()));
+    fn pass() -> (Pass<Nova>, Arc<MemoryCluster>) {
+        let cluster = Arc::new(MemoryCluster::new(SecretSource::default()));
         (Pass::new(Arc::new(example()), cluster.clone()), cluster)
     }
 
-    fn applied(cluster: &FileCluster) -> Vec<String> {
+    fn applied(cluster: &MemoryCluster) -> Vec<String> {
         cluster.applied().into_iter().map(|c| c.name).collect()
     }
 

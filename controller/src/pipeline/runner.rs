@@ -19,7 +19,7 @@ use super::backoff::Backoff;
 use super::pass::Reconciled;
 use super::skeleton::{Context, error_policy, reconcile};
 use super::superseded::Superseded;
-use crate::clusters::{Clusters, Fleet, LocalCluster, Meta};
+use crate::clusters::{Clusters, Fleet, KubeCluster, Meta};
 use crate::metrics::Metrics;
 
 /// How a controller runs.
@@ -37,7 +37,7 @@ pub struct Options {
 /// The context of one kind's reconciles, its events reported as `controller`.
 pub fn context<K: Reconciled>(
     client: &Client,
-    cluster: Arc<LocalCluster>,
+    cluster: Arc<KubeCluster>,
     metrics: Metrics,
     controller: &str,
     options: &Options,

@@ -548,7 +548,7 @@ mod tests {
     fn a_condition_that_stays_false_keeps_its_time_and_the_status_is_unchanged() {
         let nova = waiting();
         // One step says True, a later one False: the pass records the last verdict only.
-        let cluster = std::sync::Arc::new(crate::offline::FileCluster::new(Default::default()));
+        let cluster = std::sync::Arc::new(crate::clusters::MemoryCluster::new(Default::default()));
         let mut pass = Pass::new(std::sync::Arc::new(nova.clone()), cluster);
         pass.record(verdict(true, Reason::SecretsAvailable));
         pass.record(verdict(false, Reason::WaitingForMessagingCredentials));

@@ -13,7 +13,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
-use nova_controller::clusters::{Applied, Cluster, ClusterError, LocalCluster, Registry};
+use nova_controller::clusters::{Applied, Cluster, ClusterError, KubeCluster, Registry};
 use nova_controller::nova;
 use nova_controller::objects::{Child, Owner, kinds};
 use nova_testkit::prelude::*;
@@ -56,16 +56,16 @@ fn config_map(name: &str, data: &str) -> Child {
     })
 }
 
-async fn handle(client: &Client, ns: &str) -> std::sync::Arc<LocalCluster> {
+async fn handle(client: &Client, ns: &str) -> std::sync::Arc<KubeCluster> {
     let registry = Registry::default().register(nova::controller::kinds());
-    let cluster = LocalCluster::start(client.clone(), Some(ns.to_owned()), registry).await;
+    let cluster = KubeCluster::start(client.clone(), Some(ns.to_owned()), registry).await;
     cluster.synced().await;
     cluster
 }
 
 /// Waits until the handle's cache shows `check` true for the ConfigMap `name`.
 async fn cached(
-    cluster: &LocalCluster,
+    cluster: &KubeCluster,
     ns: &str,
     name: &str,
     check: impl Fn(Option<&ObjectMeta>) -> bool,

@@ -22,7 +22,7 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use nova_api::conditions::Reason;
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
-use nova_controller::clusters::{Cluster, LocalCluster, Registry};
+use nova_controller::clusters::{Cluster, KubeCluster, Registry};
 use nova_controller::novacompute::{aggregates, services, traits};
 use nova_controller::openstack::nova::ServiceDeletion;
 use nova_controller::openstack::placement::{TraitDeletion, TraitEnsured};
@@ -43,14 +43,14 @@ const RELEASE: &str = "2026.1";
 
 /// The management cluster's handle as the steps use it, its Service URLs routed to Keystone,
 /// Placement and nova-api (the controller runs outside the cluster here).
-async fn handle(cp: &ControlPlane, os: &OpenStack, ns: &str) -> Result<Arc<LocalCluster>> {
+async fn handle(cp: &ControlPlane, os: &OpenStack, ns: &str) -> Result<Arc<KubeCluster>> {
     let kube = cp.client()?;
     let registry = Registry::default().route_services(routes(&kube, os, ns).await);
-    Ok(LocalCluster::start(kube, None, registry).await)
+    Ok(KubeCluster::start(kube, None, registry).await)
 }
 
 /// The client of one pass as the NovaCompute steps build it, over the handle's transport.
-fn pass_client(cluster: &LocalCluster, ns: &str, password: &str) -> Client {
+fn pass_client(cluster: &KubeCluster, ns: &str, password: &str) -> Client {
     service_user(cluster.transport(), ns, password)
 }
 
@@ -335,7 +335,7 @@ fn traits_pool(ns: &str, node: &str, traits: &str, gpu: &str, deleting: bool) ->
 async fn traits_step(
     cp: &ControlPlane,
     os: &OpenStack,
-    cluster: &LocalCluster,
+    cluster: &KubeCluster,
     client: &Client,
     ns: &str,
 ) -> Result<()> {
