@@ -33,6 +33,12 @@ pub struct Metrics {
     pub reconcile_duration: HistogramVec,
     /// `nova_operator_reconcile_errors_total{sub_reconciler,condition_type}`.
     pub reconcile_errors: IntCounterVec,
+    /// `nova_operator_effects_total{sub_reconciler,effect,result}`: the writes a step's plan
+    /// handed the engine beyond its children (OpenStack actions, patches of other operators'
+    /// objects), by kind and result.
+    pub effects: IntCounterVec,
+    /// `nova_operator_effect_duration_seconds{effect}`.
+    pub effect_duration: HistogramVec,
     /// `nova_operator_leader`: 1 while this replica holds the lease.
     pub leader: IntGauge,
     /// `nova_operator_db_sync_total` / `_duration_seconds`: the schema migrations and the
@@ -121,12 +127,29 @@ impl Metrics {
             ),
             &["sub_reconciler", "condition_type"],
         )?;
+        let effects = IntCounterVec::new(
+            Opts::new(
+                "nova_operator_effects_total",
+                "Effects a sub-reconciler's plan handed the engine (OpenStack actions, patches of other operators' objects, children of another CR), by kind and result.",
+            ),
+            &["sub_reconciler", "effect", "result"],
+        )?;
+        let effect_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "nova_operator_effect_duration_seconds",
+                "Duration of one effect a sub-reconciler's plan handed the engine.",
+            )
+            .buckets(vec![0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
+            &["effect"],
+        )?;
         let leader = IntGauge::new(
             "nova_operator_leader",
             "1 while this replica holds the leader-election lease and reconciles, 0 otherwise.",
         )?;
         registry.register(Box::new(reconcile_duration.clone()))?;
         registry.register(Box::new(reconcile_errors.clone()))?;
+        registry.register(Box::new(effects.clone()))?;
+        registry.register(Box::new(effect_duration.clone()))?;
         registry.register(Box::new(leader.clone()))?;
         let db_sync = JobMetrics::new(
             &registry,
@@ -146,6 +169,8 @@ impl Metrics {
             registry,
             reconcile_duration,
             reconcile_errors,
+            effects,
+            effect_duration,
             leader,
             db_sync,
             db_archive,

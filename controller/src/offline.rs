@@ -115,6 +115,9 @@ const RENDER_PASSES: usize = 3;
 pub struct Rendered {
     /// Every child the pipeline would apply, in pipeline order, printable (credentials masked).
     pub objects: Vec<Value>,
+    /// The effects beyond its children (a pool's OpenStack actions against an empty cloud), one
+    /// line each naming the step.
+    pub effects: Vec<String>,
     /// Why the pipeline stopped before its end, when it did (a wait or an error).
     pub stopped: Option<String>,
 }
@@ -173,7 +176,11 @@ fn rendered<K: Reconciled>(
         .map(|child| child.printable(&pass.owner))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| OfflineError::Output(e.to_string()))?;
-    Ok(Rendered { objects, stopped })
+    Ok(Rendered {
+        objects,
+        effects: Vec::new(),
+        stopped,
+    })
 }
 
 /// Parses a NovaCompute manifest.
@@ -181,9 +188,10 @@ pub fn read_pool(path: &Path) -> Result<NovaCompute, OfflineError> {
     read_manifest(path)
 }
 
-/// Runs the NovaCompute rows that build children (`novacompute::CHILDREN`) for `pool` joined to
-/// `nova`, as if the Nova had installed its release and published its contract: the ConfigMap
-/// and the DaemonSet a pool selecting no node yet would get (and its VPA when it opts in). The contract Secret comes from
+/// Runs the NovaCompute pipeline for `pool` joined to `nova`, as if the Nova had installed its
+/// release and published its contract: the ConfigMap and the DaemonSet a pool selecting no node
+/// yet would get (and its VPA when it opts in), and the OpenStack actions its steps would take
+/// against an empty cloud (recorded, never sent). The contract Secret comes from
 /// `--secrets-dir` when it is there, else it reads as marked placeholders.
 pub async fn render_pool(
     mut pool: NovaCompute,
@@ -234,10 +242,15 @@ pub async fn render_pool(
     );
     let metrics = Metrics::new().map_err(|e| OfflineError::Output(e.to_string()))?;
     let mut pass = Pass::new(Arc::new(pool), cluster.clone());
-    let outcome = Engine::new(metrics)
-        .run(&crate::novacompute::CHILDREN, &mut pass)
-        .await;
-    rendered(&pass, outcome, &cluster)
+    let engine = Engine::recording(metrics);
+    let outcome = engine.run(&crate::novacompute::PIPELINE, &mut pass).await;
+    let mut rendered = rendered(&pass, outcome, &cluster)?;
+    rendered.effects = engine
+        .recorded()
+        .into_iter()
+        .map(|r| format!("{}: {}", r.step, r.effect))
+        .collect();
+    Ok(rendered)
 }
 
 /// A multi-document YAML stream.

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use super::probe::Probe;
 use super::{Applied, Cluster, ClusterError, JobReport, Meta, SecretValues, values_of};
 use crate::objects::{Child, Invalid, Labels, Owner, kinds};
-use crate::openstack::{Transport, Unreachable};
+use crate::openstack::{EmptyCloud, Transport};
 use crate::sensitive::Sensitive;
 
 /// The Secrets a render may read, by name.
@@ -58,9 +58,12 @@ impl SecretSource {
 /// operators' objects a step reads existing and Ready (a RabbitmqCluster with its default-user
 /// Secret, which then reads as placeholders, an HTTPRoute accepted by its Gateway), nothing
 /// else; applies are recorded, not sent.
+#[derive(Default)]
 pub struct MemoryCluster {
     secrets: SecretSource,
     applied: Mutex<Vec<Child>>,
+    /// Every merge patch sent, by object name, in order.
+    patched: Mutex<Vec<(String, Value)>>,
     /// Objects the render was given (a pool's Nova, its contract), by kind and name.
     given: Vec<(ApiResource, DynamicObject)>,
 }
@@ -71,6 +74,7 @@ impl MemoryCluster {
         Self {
             secrets,
             applied: Mutex::default(),
+            patched: Mutex::default(),
             given: Vec::new(),
         }
     }
@@ -111,6 +115,14 @@ impl MemoryCluster {
     /// Every child applied so far, in order.
     pub fn applied(&self) -> Vec<Child> {
         self.applied
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Every merge patch sent so far, by object name, in order.
+    pub fn patched(&self) -> Vec<(String, Value)> {
+        self.patched
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
@@ -183,9 +195,9 @@ impl Cluster for MemoryCluster {
         Box::pin(async { Probe::Answered(200, String::new()) })
     }
 
-    /// Offline, no OpenStack answers.
+    /// Offline, an empty cloud answers: the OpenStack steps decide what a new cloud needs.
     fn transport(&self) -> Arc<dyn Transport> {
-        Arc::new(Unreachable)
+        Arc::new(EmptyCloud)
     }
 
     fn get_live<'a>(
@@ -197,13 +209,18 @@ impl Cluster for MemoryCluster {
         Box::pin(async { Ok(None) })
     }
 
+    /// Recorded, not sent.
     fn merge_patch<'a>(
         &'a self,
         _: &'a ApiResource,
         _: Option<&'a str>,
-        _: &'a str,
-        _: &'a Value,
+        name: &'a str,
+        patch: &'a Value,
     ) -> BoxFuture<'a, Result<(), ClusterError>> {
+        self.patched
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((name.to_owned(), patch.clone()));
         Box::pin(async { Ok(()) })
     }
 

@@ -22,9 +22,10 @@ use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus};
 
 use kube::ResourceExt;
 
+use crate::openstack::action::{Action, Done, failed};
 use crate::openstack::nova::Aggregate;
 use crate::openstack::{Client, OpenStackError};
-use crate::pipeline::EventNote;
+use crate::pipeline::{EventNote, effects};
 
 /// The metadata key of the marker (no slash: Nova restricts metadata keys).
 pub const MARKER_KEY: &str = "c5c3.io:nova";
@@ -301,14 +302,6 @@ pub fn report(assessment: &Assessment, outcome: &Outcome) -> Report {
     }
 }
 
-/// The failing action prefixed to the client's error; a failed login is `authenticating`.
-pub fn failed(action: &str, error: &OpenStackError) -> String {
-    match error {
-        OpenStackError::Unauthenticated(inner) => format!("authenticating: {inner}"),
-        other => format!("{action}: {other}"),
-    }
-}
-
 /// The `AggregateKept` notes each pool's last completed pass reported, so the Warning is
 /// recorded when an aggregate starts being kept (or its foreign keys change), not on every
 /// pass while it stays kept: steady state records no event. Held in memory by the pool index;
@@ -354,21 +347,25 @@ impl KeptAggregates {
     }
 }
 
-/// Lists the aggregates, carries out the plan's changes in order (stopping at the first
-/// failure), and returns the assessment, the outcome and the events.
-pub async fn reconcile(client: &Client, pool: &Pool<'_>) -> (Assessment, Outcome, Vec<EventNote>) {
-    let aggregates = match client.aggregates().await {
-        Ok(aggregates) => aggregates,
-        Err(e) => {
-            return (
-                Assessment::default(),
-                Outcome::Failed(failed("listing aggregates", &e)),
-                Vec::new(),
-            );
-        }
-    };
-    let (changes, assessment) = plan(pool, &aggregates);
-    let mut notes: Vec<EventNote> = changes
+/// The actions that carry out `changes`, in order: the creates, then the deletes.
+pub fn actions(pool: &Pool<'_>, changes: &Changes) -> Vec<Action> {
+    let marker = pool.marker();
+    let creates = changes.create.iter().map(|w| Action::CreateAggregate {
+        name: w.name.clone(),
+        zone: w.zone.clone(),
+        marker_key: MARKER_KEY.to_owned(),
+        marker: marker.clone(),
+    });
+    let deletes = changes.delete.iter().map(|a| Action::DeleteAggregate {
+        id: a.id,
+        name: a.name.clone(),
+    });
+    creates.chain(deletes).collect()
+}
+
+/// The `AggregateKept` Warnings of the aggregates `changes` keeps.
+fn kept_notes(changes: &Changes) -> Vec<EventNote> {
+    changes
         .kept
         .iter()
         .map(|(name, keys)| EventNote {
@@ -379,66 +376,97 @@ pub async fn reconcile(client: &Client, pool: &Pool<'_>) -> (Assessment, Outcome
                 keys.join(", ")
             ),
         })
-        .collect();
-    let outcome = apply(client, pool, &changes, &mut notes).await;
-    (assessment, outcome, notes)
+        .collect()
 }
 
-async fn apply(
-    client: &Client,
-    pool: &Pool<'_>,
+/// The outcome and events of the [`actions`] of `changes`, given one answer per action
+/// carried out (the batch stops at a failure or a concurrent create).
+pub fn settle(
+    nova: &str,
     changes: &Changes,
-    notes: &mut Vec<EventNote>,
-) -> Outcome {
-    let marker = pool.marker();
-    for w in &changes.create {
-        let created = match client.create_aggregate(&w.name, w.zone.as_deref()).await {
-            Ok(Some(created)) => created,
-            Ok(None) => return Outcome::Concurrent(w.name.clone()),
-            Err(e) => {
-                return Outcome::Failed(failed(&format!("creating aggregate {}", w.name), &e));
-            }
-        };
-        if let Err(e) = client
-            .set_aggregate_metadata(created.id, MARKER_KEY, &marker)
-            .await
-        {
-            let mut message = failed(&format!("marking aggregate {}", w.name), &e);
-            if let Err(cleanup) = client.delete_aggregate(created.id).await {
-                message.push_str("; ");
-                message.push_str(&failed(
-                    &format!("deleting the unmarked aggregate {}", w.name),
-                    &cleanup,
-                ));
-            }
-            return Outcome::Failed(message);
-        }
-        notes.push(EventNote {
-            warning: false,
-            reason: "AggregateCreated",
-            note: match &w.zone {
-                Some(zone) => format!(
-                    "Created host aggregate {} in availability zone {zone}",
-                    w.name
-                ),
-                None => format!("Created host aggregate {}", w.name),
-            },
-        });
-    }
-    for a in &changes.delete {
-        if let Err(e) = client.delete_aggregate(a.id).await {
-            return Outcome::Failed(failed(&format!("deleting aggregate {}", a.name), &e));
-        }
-        notes.push(EventNote {
-            warning: false,
-            reason: "AggregateDeleted",
-            note: format!(
-                "Deleted host aggregate {}: no NovaCompute of Nova {} needs it",
-                a.name, pool.nova
+    answers: &[Result<Done, String>],
+) -> (Outcome, Vec<EventNote>) {
+    let mut notes = kept_notes(changes);
+    let created = changes.create.iter().map(|w| {
+        let note = match &w.zone {
+            Some(zone) => format!(
+                "Created host aggregate {} in availability zone {zone}",
+                w.name
             ),
-        });
+            None => format!("Created host aggregate {}", w.name),
+        };
+        (w.name.as_str(), "AggregateCreated", note)
+    });
+    let deleted = changes.delete.iter().map(|a| {
+        let note = format!(
+            "Deleted host aggregate {}: no NovaCompute of Nova {nova} needs it",
+            a.name
+        );
+        (a.name.as_str(), "AggregateDeleted", note)
+    });
+    for ((name, reason, note), answer) in created.chain(deleted).zip(answers) {
+        match answer {
+            Err(message) => return (Outcome::Failed(message.clone()), notes),
+            Ok(Done::AggregateConcurrent) => return (Outcome::Concurrent(name.to_owned()), notes),
+            Ok(_) => notes.push(EventNote {
+                warning: false,
+                reason,
+                note,
+            }),
+        }
     }
-    Outcome::Completed
+    (Outcome::Completed, notes)
+}
+
+/// What a pass decided from the listed aggregates (or their failed listing).
+pub struct Decision {
+    /// How the pool's aggregates look.
+    pub assessment: Assessment,
+    /// What to change.
+    pub changes: Changes,
+    /// The actions that change it.
+    pub actions: Vec<Action>,
+    /// A failed listing: nothing is decided.
+    pub failure: Option<String>,
+}
+
+/// The pure decision over the listing.
+pub fn decide(pool: &Pool<'_>, listed: Result<Vec<Aggregate>, OpenStackError>) -> Decision {
+    match listed {
+        Ok(aggregates) => {
+            let (changes, assessment) = plan(pool, &aggregates);
+            let actions = actions(pool, &changes);
+            Decision {
+                assessment,
+                changes,
+                actions,
+                failure: None,
+            }
+        }
+        Err(e) => Decision {
+            assessment: Assessment::default(),
+            changes: Changes::default(),
+            actions: Vec::new(),
+            failure: Some(failed("listing aggregates", &e)),
+        },
+    }
+}
+
+/// Lists, decides, carries the actions out in order through the one executor and settles:
+/// the step's whole pass over the aggregates, outside the engine (the real-services proofs).
+pub async fn reconcile(client: &Client, pool: &Pool<'_>) -> (Assessment, Outcome, Vec<EventNote>) {
+    let decision = decide(pool, client.aggregates().await);
+    if let Some(message) = decision.failure {
+        return (decision.assessment, Outcome::Failed(message), Vec::new());
+    }
+    let outcomes = effects::carry_out(
+        &effects::openstack(decision.actions),
+        Some(client),
+        |_, _, _| {},
+    )
+    .await;
+    let (outcome, notes) = settle(pool.nova, &decision.changes, &effects::answers(outcomes));
+    (decision.assessment, outcome, notes)
 }
 
 /// The Aggregates step (a Nova-side step: skipped on a deleting pool whose Nova is gone).
@@ -459,24 +487,43 @@ fn step(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
             nodes: &side.nodes,
             siblings: &side.siblings,
         };
-        let (assessment, outcome, events) = reconcile(&side.client, &pool).await;
-        let events = pass.shared.kept_aggregates().transitions(
-            (pass.owner.namespace.clone(), pass.cr.name_any()),
-            &outcome,
-            events,
-        );
-        let r = report(&assessment, &outcome);
-        let plan = NovaComputePlan::proceed()
-            .report(C::AggregatesReady, r.ok, r.reason, r.message)
-            .resolve(Resolved {
-                openstack: Some(side.client.clone()),
-                ..Resolved::default()
-            });
-        let mut plan = compute_api::with_events(plan, events);
-        if let Some(after) = r.requeue {
-            plan = plan.requeue(after);
+        let decision = decide(&pool, side.client.aggregates().await);
+        let nova = pool.nova.to_owned();
+        let key = (pass.owner.namespace.clone(), pass.cr.name_any());
+        let shared = pass.shared.clone();
+        let client = side.client.clone();
+        let Decision {
+            assessment,
+            changes,
+            actions,
+            failure,
+        } = decision;
+        let settled = move |outcome: Outcome, notes: Vec<EventNote>| {
+            let events = shared.kept_aggregates().transitions(key, &outcome, notes);
+            let r = report(&assessment, &outcome);
+            let plan = NovaComputePlan::proceed()
+                .report(C::AggregatesReady, r.ok, r.reason, r.message)
+                .resolve(Resolved {
+                    openstack: Some(client),
+                    ..Resolved::default()
+                });
+            let mut plan = compute_api::with_events(plan, events);
+            if let Some(after) = r.requeue {
+                plan = plan.requeue(after);
+            }
+            plan
+        };
+        if let Some(message) = failure {
+            return Ok(settled(Outcome::Failed(message), Vec::new()));
         }
-        Ok(plan)
+        Ok(NovaComputePlan::effects(
+            Some(side.client.clone()),
+            effects::openstack(actions),
+            move |outcomes| {
+                let (outcome, notes) = settle(&nova, &changes, &effects::answers(outcomes));
+                settled(outcome, notes)
+            },
+        ))
     })
 }
 

@@ -20,6 +20,7 @@ use crate::render::pod::{Digests, PodInputs};
 use crate::nova::job_run::{Terminal, terminal};
 use crate::objects::Owner;
 use crate::pipeline::EventNote;
+use crate::pipeline::effects::Effect;
 
 /// How long a finished Job stays before it is replaced.
 pub const REPLACE_AFTER: SignedDuration = SignedDuration::from_secs(30);
@@ -167,22 +168,42 @@ pub fn decide(
     }
 }
 
-/// Carries out the lifecycle for the Nova of `nova`: reads the Job (and, while none exists,
-/// the API Deployment), decides, and creates or deletes the Job as the Nova's child. A failed
-/// Kubernetes call is the HostDiscoveryError note, never the pass's error, so the controller's
-/// back-off does not stretch the other nodes' polls.
-pub async fn ensure(nova: &NovaInputs, hosts: &[String]) -> Decision {
-    match carry_out(nova, hosts).await {
-        Ok(decision) => decision,
-        Err(e) => Decision {
-            action: Action::Keep,
-            note: Err(e.to_string()),
-            event: None,
-        },
+/// The lifecycle for the Nova of `nova` in one pass: reads the Job (and, while none exists,
+/// the API Deployment) and decides; a Job to create or delete is the [`Effect`] the Services
+/// step hands the engine, as the Nova's child on the Nova's cluster. A failed read is the
+/// HostDiscoveryError note, never the pass's error, so the controller's back-off does not
+/// stretch the other nodes' polls.
+pub async fn ensure(nova: &NovaInputs, hosts: &[String]) -> (Decision, Option<Effect>) {
+    match observe_and_decide(nova, hosts).await {
+        Ok(decided) => decided,
+        Err(e) => (
+            Decision {
+                action: Action::Keep,
+                note: Err(e.to_string()),
+                event: None,
+            },
+            None,
+        ),
     }
 }
 
-async fn carry_out(nova: &NovaInputs, hosts: &[String]) -> Result<Decision, ClusterError> {
+/// The decision once the step's effects ran: as decided, or the failure of its Job write
+/// (which, like a failed read, publishes no event).
+pub fn settled(decision: Decision, written: Option<Result<(), String>>) -> Decision {
+    match written {
+        Some(Err(message)) => Decision {
+            action: Action::Keep,
+            note: Err(message),
+            event: None,
+        },
+        _ => decision,
+    }
+}
+
+async fn observe_and_decide(
+    nova: &NovaInputs,
+    hosts: &[String],
+) -> Result<(Decision, Option<Effect>), ClusterError> {
     let cr = &*nova.nova;
     let name = cr.name_any();
     let namespace = cr.namespace().unwrap_or_default();
@@ -210,7 +231,7 @@ async fn carry_out(nova: &NovaInputs, hosts: &[String]) -> Result<Decision, Clus
         hosts,
         Timestamp::now(),
     );
-    match (decision.action, api) {
+    let effect = match (decision.action, api) {
         (Action::Create, Some((image, config_map))) => {
             let digests = Digests::default();
             let inputs = PodInputs {
@@ -224,18 +245,21 @@ async fn carry_out(nova: &NovaInputs, hosts: &[String]) -> Result<Decision, Clus
                     .and_then(|s| s.installed_release.as_deref()),
                 broker_port: None,
             };
-            cluster
-                .apply(&owner, &discover_hosts_job(&inputs, &image))
-                .await?;
+            Some(Effect::ApplyFor {
+                cluster: cluster.clone(),
+                owner: Box::new(owner),
+                child: Box::new(discover_hosts_job(&inputs, &image)),
+            })
         }
-        (Action::Delete, _) => {
-            cluster
-                .delete(&ApiResource::erase::<Job>(&()), &namespace, &job_name)
-                .await?;
-        }
-        _ => {}
-    }
-    Ok(decision)
+        (Action::Delete, _) => Some(Effect::DeleteFor {
+            cluster: cluster.clone(),
+            kind: ApiResource::erase::<Job>(&()),
+            namespace,
+            name: job_name,
+        }),
+        _ => None,
+    };
+    Ok((decision, effect))
 }
 
 /// The image and config ConfigMap of the API Deployment as it runs; None while it mounts no

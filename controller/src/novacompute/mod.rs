@@ -80,11 +80,6 @@ macro_rules! live_rows {
 /// The pipeline of a live pool.
 pub static PIPELINE: [Stage<NovaCompute>; 8] = live_rows!();
 
-/// The rows that build the pool's Kubernetes children, in pipeline order: what `render` runs
-/// against files, where no Keystone, Nova or Placement answers the OpenStack rows.
-pub static CHILDREN: [Stage<NovaCompute>; 5] =
-    [NOVA_REF, NODES, POOL_CONFIG, DAEMON_SET, COMPUTE_VPA];
-
 /// A deleting pool that still holds a node: the whole pipeline with every held node leaving
 /// (the Draining pods stay through their held terms), then the teardown, which keeps the
 /// finalizers on such a pass.

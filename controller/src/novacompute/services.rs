@@ -27,10 +27,12 @@ use nova_api::conditions::Reason;
 use nova_api::v1alpha1::{NodePhase, NovaComputeNodeStatus};
 
 use crate::openstack::Client;
+use crate::openstack::action::{Action, Done};
 use crate::openstack::nova::{ComputeService, ServiceDeletion};
 use crate::pipeline::EventNote;
+use crate::pipeline::effects;
 
-use super::aggregates::failed;
+use crate::openstack::action::failed;
 
 /// The poll a node needs in `phase`.
 fn poll(phase: NodePhase) -> Duration {
@@ -82,9 +84,151 @@ fn copy_service(entry: &mut NovaComputeNodeStatus, service: Option<&ComputeServi
     entry.disabled_reason = service.and_then(|s| some(&s.disabled_reason));
 }
 
-/// Lists the services once and walks the ledger in order; the first failed call stops the
-/// walk and keeps the entries not yet walked as they were.
-pub async fn walk(client: &Client, pool: &Pool<'_>) -> Walk {
+/// What the walk reads before it decides.
+#[derive(Clone, Debug)]
+pub struct Listed {
+    /// The compute services by host, or the failed listing's message.
+    pub services: Result<BTreeMap<String, ComputeService>, String>,
+    /// The hosts mapped into the cell; None when their listing failed.
+    pub mapped: Option<BTreeSet<String>>,
+    /// The failed hypervisor listing.
+    pub mapping_failure: Option<String>,
+}
+
+/// Lists the services once, and the mapped hosts when a Pending node has registered.
+pub async fn observe(client: &Client, pool: &Pool<'_>) -> Listed {
+    let services: BTreeMap<String, ComputeService> = match client.compute_services().await {
+        Ok(listed) => listed.into_iter().map(|s| (s.host.clone(), s)).collect(),
+        Err(e) => {
+            return Listed {
+                services: Err(failed("listing compute services", &e)),
+                mapped: None,
+                mapping_failure: None,
+            };
+        }
+    };
+    let needs_mapping = pool
+        .nodes
+        .iter()
+        .any(|n| n.phase == NodePhase::Pending && services.contains_key(&n.name));
+    let (mapped, mapping_failure) = if needs_mapping {
+        match client.mapped_hosts().await {
+            Ok(hosts) => (Some(hosts), None),
+            Err(e) => (None, Some(failed("listing hypervisors", &e))),
+        }
+    } else {
+        (Some(BTreeSet::new()), None)
+    };
+    Listed {
+        services: Ok(services),
+        mapped,
+        mapping_failure,
+    }
+}
+
+/// The reason a leaving node's service is disabled with.
+fn disable_reason(pool: &Pool<'_>) -> String {
+    format!(
+        "c5c3.io: leaving NovaCompute {}/{}",
+        pool.namespace, pool.name
+    )
+}
+
+/// What the walk calls for one leaving entry.
+enum Call<'s> {
+    /// Draining: disable the service when it is enabled, then count the host's servers.
+    Drain(Option<&'s ComputeService>),
+    /// Releasing with a pod of the pool still on the node: keep it, no call.
+    Hold,
+    /// Releasing with no service left, or handed over to another pool: drop it, no call.
+    Drop,
+    /// Releasing: delete the service.
+    Delete(&'s ComputeService),
+}
+
+/// The call for a Draining or Releasing entry; None for the others.
+fn call_for<'s>(
+    pool: &Pool<'_>,
+    entry: &NovaComputeNodeStatus,
+    service: Option<&'s ComputeService>,
+) -> Option<Call<'s>> {
+    match entry.phase {
+        NodePhase::Draining => Some(Call::Drain(service.filter(|s| s.status == "enabled"))),
+        NodePhase::Releasing if pool.pods_on.contains(&entry.name) => Some(Call::Hold),
+        NodePhase::Releasing => match service.filter(|_| !pool.handover.contains(&entry.name)) {
+            Some(s) => Some(Call::Delete(s)),
+            None => Some(Call::Drop),
+        },
+        _ => None,
+    }
+}
+
+/// The phase of a Pending or Active entry, and whether it waits for its host mapping.
+fn onboarding(
+    entry: &NovaComputeNodeStatus,
+    registered: bool,
+    mapped: Option<&BTreeSet<String>>,
+) -> (NodePhase, bool) {
+    if !registered {
+        return (NodePhase::Pending, false);
+    }
+    let is_mapped = mapped.is_some_and(|m| m.contains(&entry.name));
+    if entry.phase == NodePhase::Active || is_mapped {
+        (NodePhase::Active, false)
+    } else {
+        (NodePhase::Pending, mapped.is_some())
+    }
+}
+
+/// The calls of the walk, in ledger order.
+pub fn actions(pool: &Pool<'_>, listed: &Listed) -> Vec<Action> {
+    let Ok(services) = &listed.services else {
+        return Vec::new();
+    };
+    let reason = disable_reason(pool);
+    let mut actions = Vec::new();
+    for entry in pool.nodes {
+        match call_for(pool, entry, services.get(&entry.name)) {
+            Some(Call::Drain(enabled)) => {
+                if let Some(s) = enabled {
+                    actions.push(Action::DisableService {
+                        id: s.id.clone(),
+                        host: entry.name.clone(),
+                        reason: reason.clone(),
+                    });
+                }
+                actions.push(Action::CountServers {
+                    host: entry.name.clone(),
+                });
+            }
+            Some(Call::Delete(s)) => actions.push(Action::DeleteService {
+                id: s.id.clone(),
+                host: entry.name.clone(),
+            }),
+            Some(Call::Hold | Call::Drop) | None => {}
+        }
+    }
+    actions
+}
+
+/// The registered Pending nodes whose host is not mapped yet, once every call succeeded: the
+/// hosts the discovery Job maps.
+pub fn unmapped(pool: &Pool<'_>, listed: &Listed) -> Vec<String> {
+    let Ok(services) = &listed.services else {
+        return Vec::new();
+    };
+    pool.nodes
+        .iter()
+        .filter(|n| matches!(n.phase, NodePhase::Pending | NodePhase::Active))
+        .filter(|n| onboarding(n, services.contains_key(&n.name), listed.mapped.as_ref()).1)
+        .map(|n| n.name.clone())
+        .collect()
+}
+
+/// Walks the ledger in order with the answers of its [`actions`] (a prefix, when a call
+/// failed): the first failed call stops the walk and keeps the entries not yet walked as they
+/// were.
+pub fn settle(pool: &Pool<'_>, listed: &Listed, answers: &[Result<Done, String>]) -> Walk {
     let mut out = Walk {
         nodes: pool.nodes.to_vec(),
         poll: REQUEUE_COMPUTE_SERVICE_POLLING,
@@ -93,124 +237,102 @@ pub async fn walk(client: &Client, pool: &Pool<'_>) -> Walk {
     for n in pool.nodes {
         out.poll = out.poll.min(poll(n.phase));
     }
-    let services: BTreeMap<String, ComputeService> = match client.compute_services().await {
-        Ok(listed) => listed.into_iter().map(|s| (s.host.clone(), s)).collect(),
-        Err(e) => {
-            out.failure = Some(failed("listing compute services", &e));
+    let services = match &listed.services {
+        Ok(services) => services,
+        Err(message) => {
+            out.failure = Some(message.clone());
             out.poll = out.poll.min(REQUEUE_COMPUTE_DRAIN_POLLING);
             return out;
         }
     };
-    let needs_mapping = pool
-        .nodes
-        .iter()
-        .any(|n| n.phase == NodePhase::Pending && services.contains_key(&n.name));
-    let mapped: Option<BTreeSet<String>> = if needs_mapping {
-        match client.mapped_hosts().await {
-            Ok(hosts) => Some(hosts),
-            Err(e) => {
-                out.mapping_failure = Some(failed("listing hypervisors", &e));
-                None
-            }
-        }
-    } else {
-        Some(BTreeSet::new())
-    };
-    let reason = format!(
-        "c5c3.io: leaving NovaCompute {}/{}",
-        pool.namespace, pool.name
-    );
+    out.mapping_failure = listed.mapping_failure.clone();
+    let reason = disable_reason(pool);
+    let mut answers = answers.iter();
     let mut kept = Vec::with_capacity(out.nodes.len());
     let mut entries = std::mem::take(&mut out.nodes).into_iter();
     for mut entry in entries.by_ref() {
         let service = services.get(&entry.name);
-        match entry.phase {
-            NodePhase::Conflict => {}
-            NodePhase::Pending | NodePhase::Active => {
-                copy_service(&mut entry, service);
-                let was_active = entry.phase == NodePhase::Active;
-                entry.phase = NodePhase::Pending;
-                if service.is_some() {
-                    let is_mapped = mapped.as_ref().is_some_and(|m| m.contains(&entry.name));
-                    if was_active || is_mapped {
-                        entry.phase = NodePhase::Active;
-                    } else if mapped.is_some() {
-                        out.unmapped.push(entry.name.clone());
-                    }
+        let call = call_for(pool, &entry, service);
+        if entry.phase != NodePhase::Conflict {
+            copy_service(&mut entry, service);
+        }
+        match call {
+            None if entry.phase == NodePhase::Conflict => {}
+            None => {
+                let (phase, unmapped) =
+                    onboarding(&entry, service.is_some(), listed.mapped.as_ref());
+                entry.phase = phase;
+                if unmapped {
+                    out.unmapped.push(entry.name.clone());
                 }
             }
-            NodePhase::Draining => {
-                copy_service(&mut entry, service);
-                if let Some(s) = service.filter(|s| s.status == "enabled") {
-                    if let Err(e) = client.disable_service(&s.id, &reason).await {
-                        out.failure = Some(failed(
-                            &format!("disabling the compute service of {}", entry.name),
-                            &e,
-                        ));
-                        kept.push(entry);
-                        break;
+            Some(Call::Drain(enabled)) => {
+                if enabled.is_some() {
+                    match answers.next() {
+                        Some(Ok(_)) => {
+                            entry.service_status = Some("disabled".to_owned());
+                            entry.disabled_reason = Some(reason.clone());
+                            out.events.push(EventNote {
+                                warning: false,
+                                reason: "ComputeServiceDisabled",
+                                note: format!(
+                                    "Disabled the compute service of node {}: it left the pool",
+                                    entry.name
+                                ),
+                            });
+                        }
+                        stopped => {
+                            out.failure = stopped.and_then(|a| a.clone().err());
+                            kept.push(entry);
+                            break;
+                        }
                     }
-                    entry.service_status = Some("disabled".to_owned());
-                    entry.disabled_reason = Some(reason.clone());
-                    out.events.push(EventNote {
-                        warning: false,
-                        reason: "ComputeServiceDisabled",
-                        note: format!(
-                            "Disabled the compute service of node {}: it left the pool",
-                            entry.name
-                        ),
-                    });
                 }
-                match client.count_servers(&entry.name).await {
-                    Ok(0) => {
+                match answers.next() {
+                    Some(Ok(Done::Servers(0))) => {
                         entry.phase = NodePhase::Releasing;
                         entry.instances = None;
                     }
-                    Ok(count) => entry.instances = Some(i32::try_from(count).unwrap_or(i32::MAX)),
-                    Err(e) => {
-                        out.failure = Some(failed(
-                            &format!("counting the servers on {}", entry.name),
-                            &e,
-                        ));
+                    Some(Ok(Done::Servers(count))) => {
+                        entry.instances = Some(i32::try_from(*count).unwrap_or(i32::MAX));
+                    }
+                    stopped => {
+                        out.failure = stopped.and_then(|a| a.clone().err());
                         kept.push(entry);
                         break;
                     }
                 }
             }
-            NodePhase::Releasing => {
-                copy_service(&mut entry, service);
-                if pool.pods_on.contains(&entry.name) {
-                    kept.push(entry);
-                    continue;
-                }
-                let Some(s) = service.filter(|_| !pool.handover.contains(&entry.name)) else {
+            Some(Call::Hold) => {
+                kept.push(entry);
+                continue;
+            }
+            Some(Call::Drop) => {
+                out.poll = out.poll.min(REQUEUE_COMPUTE_RELEASE_POLLING);
+                continue;
+            }
+            Some(Call::Delete(_)) => match answers.next() {
+                Some(Ok(Done::Service(ServiceDeletion::Deleted))) => {
                     out.poll = out.poll.min(REQUEUE_COMPUTE_RELEASE_POLLING);
+                    out.events.push(EventNote {
+                        warning: false,
+                        reason: "ComputeServiceDeleted",
+                        note: format!(
+                            "Deleted the compute service of node {}; Nova dropped its host mapping with it",
+                            entry.name
+                        ),
+                    });
                     continue;
-                };
-                match client.delete_service(&s.id).await {
-                    Ok(ServiceDeletion::Deleted) => {
-                        out.poll = out.poll.min(REQUEUE_COMPUTE_RELEASE_POLLING);
-                        out.events.push(EventNote {
-                            warning: false,
-                            reason: "ComputeServiceDeleted",
-                            note: format!(
-                                "Deleted the compute service of node {}; Nova dropped its host mapping with it",
-                                entry.name
-                            ),
-                        });
-                        continue;
-                    }
-                    Ok(ServiceDeletion::InUse) => entry.phase = NodePhase::Draining,
-                    Err(e) => {
-                        out.failure = Some(failed(
-                            &format!("deleting the compute service of {}", entry.name),
-                            &e,
-                        ));
-                        kept.push(entry);
-                        break;
-                    }
                 }
-            }
+                Some(Ok(Done::Service(ServiceDeletion::InUse))) => {
+                    entry.phase = NodePhase::Draining;
+                }
+                stopped => {
+                    out.failure = stopped.and_then(|a| a.clone().err());
+                    kept.push(entry);
+                    break;
+                }
+            },
         }
         out.poll = out.poll.min(poll(entry.phase));
         kept.push(entry);
@@ -224,6 +346,19 @@ pub async fn walk(client: &Client, pool: &Pool<'_>) -> Walk {
         out.poll = out.poll.min(REQUEUE_HOST_DISCOVERY_POLLING);
     }
     out
+}
+
+/// Lists, decides, carries the calls out in order through the one executor and settles: the
+/// step's whole walk, outside the engine (the unit tests and the real-services proofs).
+pub async fn walk(client: &Client, pool: &Pool<'_>) -> Walk {
+    let listed = observe(client, pool).await;
+    let outcomes = effects::carry_out(
+        &effects::openstack(actions(pool, &listed)),
+        Some(client),
+        |_, _, _| {},
+    )
+    .await;
+    settle(pool, &listed, &effects::answers(outcomes))
 }
 
 /// The condition of the walk. `discovery` is the host discovery's note, or its failure.
@@ -354,34 +489,95 @@ fn step(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
             handover: &sets.handover,
             pods_on: &pods_on,
         };
-        let walk = walk(&client, &pool).await;
-        let discovery = match walk.failure.is_none() && !walk.unmapped.is_empty() {
-            true => Some(discover_hosts::ensure(nova, &walk.unmapped).await),
-            false => None,
+        let listed = observe(&client, &pool).await;
+        let actions = actions(&pool, &listed);
+        let unmapped = unmapped(&pool, &listed);
+        let (discovery, job) = match unmapped.is_empty() {
+            true => (None, None),
+            false => {
+                let (decision, job) = discover_hosts::ensure(nova, &unmapped).await;
+                (Some(decision), job)
+            }
         };
-        let note = discovery.as_ref().map(|d| d.note.clone());
-        if let Some(Err(message)) = &note {
-            tracing::warn!(error = %message, "host discovery");
-        }
-        let r = report(&walk, note.as_ref());
-        let plan = NovaComputePlan::proceed()
-            .report(C::ServicesReady, r.ok, r.reason, r.message)
-            .set(StatusUpdate::Nodes(walk.nodes.clone()))
-            .resolve(Resolved {
-                openstack: Some(client),
-                nodes: Some(NodeSets {
-                    ledger: walk.nodes.clone(),
-                    ..sets
-                }),
-                services_poll: Some(walk.poll),
-                ..Resolved::default()
-            });
-        let events = walk
-            .events
-            .into_iter()
-            .chain(discovery.and_then(|d| d.event));
-        Ok(compute_api::with_events(plan, events))
+        let walked = actions.len();
+        let list = effects::openstack(actions).into_iter().chain(job).collect();
+        let owned = OwnedPool::of(&pool);
+        Ok(NovaComputePlan::effects(
+            Some(client.clone()),
+            list,
+            move |outcomes| {
+                let mut answers = effects::answers(outcomes);
+                let written = answers.split_off(walked.min(answers.len())).pop();
+                let walk = settle(&owned.view(), &listed, &answers);
+                let discovery = discovery
+                    .filter(|_| walk.failure.is_none())
+                    .map(|d| discover_hosts::settled(d, written.map(|w| w.map(drop))));
+                settled_plan(walk, discovery, client, sets)
+            },
+        ))
     })
+}
+
+/// A [`Pool`] owned, for the step's settle.
+struct OwnedPool {
+    namespace: String,
+    name: String,
+    nodes: Vec<NovaComputeNodeStatus>,
+    handover: BTreeSet<String>,
+    pods_on: BTreeSet<String>,
+}
+
+impl OwnedPool {
+    fn of(pool: &Pool<'_>) -> Self {
+        Self {
+            namespace: pool.namespace.to_owned(),
+            name: pool.name.to_owned(),
+            nodes: pool.nodes.to_vec(),
+            handover: pool.handover.clone(),
+            pods_on: pool.pods_on.clone(),
+        }
+    }
+
+    fn view(&self) -> Pool<'_> {
+        Pool {
+            namespace: &self.namespace,
+            name: &self.name,
+            nodes: &self.nodes,
+            handover: &self.handover,
+            pods_on: &self.pods_on,
+        }
+    }
+}
+
+/// The step's plan once the walk and the discovery settled.
+fn settled_plan(
+    walk: Walk,
+    discovery: Option<discover_hosts::Decision>,
+    client: std::sync::Arc<Client>,
+    sets: NodeSets,
+) -> NovaComputePlan {
+    let note = discovery.as_ref().map(|d| d.note.clone());
+    if let Some(Err(message)) = &note {
+        tracing::warn!(error = %message, "host discovery");
+    }
+    let r = report(&walk, note.as_ref());
+    let plan = NovaComputePlan::proceed()
+        .report(C::ServicesReady, r.ok, r.reason, r.message)
+        .set(StatusUpdate::Nodes(walk.nodes.clone()))
+        .resolve(Resolved {
+            openstack: Some(client),
+            nodes: Some(NodeSets {
+                ledger: walk.nodes.clone(),
+                ..sets
+            }),
+            services_poll: Some(walk.poll),
+            ..Resolved::default()
+        });
+    let events = walk
+        .events
+        .into_iter()
+        .chain(discovery.and_then(|d| d.event));
+    compute_api::with_events(plan, events)
 }
 
 /// The nodes a non-finished pod of the pool runs on, listed only while a node is Releasing

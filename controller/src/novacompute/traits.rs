@@ -24,10 +24,10 @@ use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus};
 use crate::clusters::{Cluster, ClusterError};
 use crate::objects::kinds;
 use crate::openstack::Client;
+use crate::openstack::action::{Action, Done};
 use crate::openstack::placement::{TraitDeletion, TraitEnsured};
 use crate::pipeline::EventNote;
-
-use super::aggregates::failed;
+use crate::pipeline::effects::{self, Effect, Outcome as EffectOutcome};
 
 /// The Node annotation the hypervisor operator copies into `spec.customTraits` itself; a node
 /// carrying it is left to that path.
@@ -112,26 +112,29 @@ pub enum HypervisorFailure {
     Failed(String),
 }
 
-/// The Hypervisors of the pool's cluster, read uncached and patched under the operator's
-/// field manager (implemented over the cluster handle).
+/// The Hypervisors of the pool's cluster, read uncached (implemented over the cluster handle;
+/// the step's patches are [`Effect::MergePatch`]es the engine carries out).
 pub trait Hypervisors: Send + Sync {
     /// The Hypervisor named like `node`; None when it does not exist.
     fn get<'a>(
         &'a self,
         node: &'a str,
     ) -> BoxFuture<'a, Result<Option<Hypervisor>, HypervisorFailure>>;
-
-    /// A JSON merge patch of `spec.customTraits` to `traits`.
-    fn set_custom_traits<'a>(
-        &'a self,
-        node: &'a str,
-        traits: &'a [String],
-    ) -> BoxFuture<'a, Result<(), HypervisorFailure>>;
 }
 
-/// The Hypervisors of a cluster handle: read live (nothing watches them) and patched under the
-/// operator's field manager.
+/// The Hypervisors of a cluster handle, read live: nothing watches them.
 pub struct ClusterHypervisors<'a>(pub &'a dyn Cluster);
+
+/// The patch of a node's Hypervisor to the desired list, on the pool's cluster.
+fn patch(cluster: &Arc<dyn Cluster>, node: &str, traits: &[String]) -> Effect {
+    Effect::MergePatch {
+        cluster: cluster.clone(),
+        kind: kinds::hypervisor(),
+        namespace: None,
+        name: node.to_owned(),
+        patch: serde_json::json!({ "spec": { "customTraits": traits } }),
+    }
+}
 
 fn failure(e: ClusterError) -> HypervisorFailure {
     match e {
@@ -153,20 +156,6 @@ impl Hypervisors for ClusterHypervisors<'_> {
                 .await
                 .map_err(failure)?;
             Ok(object.map(|o| Hypervisor::from_object(&o.data)))
-        })
-    }
-
-    fn set_custom_traits<'a>(
-        &'a self,
-        node: &'a str,
-        traits: &'a [String],
-    ) -> BoxFuture<'a, Result<(), HypervisorFailure>> {
-        Box::pin(async move {
-            let patch = serde_json::json!({ "spec": { "customTraits": traits } });
-            self.0
-                .merge_patch(&kinds::hypervisor(), None, node, &patch)
-                .await
-                .map_err(failure)
         })
     }
 }
@@ -326,50 +315,141 @@ fn hypervisor_report(node: &str, verb: &str, failure: HypervisorFailure) -> Repo
     }
 }
 
-/// Runs the step: reads, creates, writes and deletes in that order, the first failure ending
-/// it with what was learned so far.
-pub async fn reconcile(
-    client: &Client,
-    hypervisors: &dyn Hypervisors,
-    pool: &Pool<'_>,
-) -> (Outcome, Report) {
+/// What the step reads: the Hypervisors of the managed nodes.
+#[derive(Clone, Debug, Default)]
+pub struct Observed {
+    /// The Hypervisors found, by node.
+    pub found: BTreeMap<String, Hypervisor>,
+    /// The managed nodes without one.
+    pub missing: Vec<String>,
+    /// The managed nodes left to the annotation.
+    pub annotated: Vec<String>,
+    /// The read that failed, as the step's report.
+    pub failure: Option<Report>,
+}
+
+/// Reads the Hypervisor of every managed node not left to the annotation, stopping at the
+/// first failed read.
+pub async fn observe(hypervisors: &dyn Hypervisors, pool: &Pool<'_>) -> Observed {
     let (read, annotated) = managed(pool);
-    let mut outcome = Outcome {
-        created: pool.created().to_vec(),
-        ..Outcome::default()
+    let mut observed = Observed {
+        annotated,
+        ..Observed::default()
     };
-    if read.is_empty() && annotated.is_empty() && outcome.created.is_empty() {
-        let report = Report {
-            ok: true,
-            reason: Reason::NoTraitsDeclared,
-            message: "No node of the pool declares a custom trait".to_owned(),
-            requeue: None,
-            error: None,
-        };
-        return (outcome, report);
-    }
-    let mut found = BTreeMap::new();
-    let mut missing = Vec::new();
     for node in &read {
         match hypervisors.get(node).await {
             Ok(Some(h)) => {
-                found.insert(node.clone(), h);
+                observed.found.insert(node.clone(), h);
             }
-            Ok(None) => missing.push(node.clone()),
-            Err(failure) => return (outcome, hypervisor_report(node, "reading", failure)),
+            Ok(None) => observed.missing.push(node.clone()),
+            Err(failure) => {
+                observed.failure = Some(hypervisor_report(node, "reading", failure));
+                return observed;
+            }
         }
     }
+    observed
+}
+
+/// The traits to create (in Placement), the Hypervisors to patch, and the created traits to
+/// delete, decided from what was read; carried out in that order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Decision {
+    /// The traits some found node wants and its Hypervisor does not show yet.
+    pub create: Vec<String>,
+    /// The found nodes whose `spec.customTraits` is not the desired list, with that list.
+    pub patch: Vec<(String, Vec<String>)>,
+    /// The new trait record of each found node.
+    pub records: BTreeMap<String, Vec<String>>,
+    /// The found nodes whose Hypervisor has not applied the desired list yet.
+    pub lagging: Vec<String>,
+    /// `status.createdTraits` before the pass.
+    pub created: Vec<String>,
+    /// What to do with each of them (a trait this pass creates is kept: the pool declares it).
+    pub dispositions: BTreeMap<String, Disposition>,
+    /// The created traits nobody declares or carries any more.
+    pub delete: Vec<String>,
+    /// The Nova's name, for messages.
+    pub nova: String,
+}
+
+/// The pure decision over what was read.
+pub fn decide(pool: &Pool<'_>, observed: &Observed) -> Decision {
+    let found = &observed.found;
     let wanted: BTreeMap<&String, Vec<String>> = found
         .keys()
         .map(|node| (node, desired(pool.cr, node)))
         .collect();
-    let to_create: BTreeSet<&String> = found
+    let create: BTreeSet<&String> = found
         .iter()
         .flat_map(|(node, h)| wanted[node].iter().filter(|t| !h.status_traits.contains(t)))
         .collect();
-    for name in to_create {
-        match client.ensure_trait(name).await {
-            Ok(TraitEnsured::Created) => {
+    let mut decision = Decision {
+        create: create.into_iter().cloned().collect(),
+        ..Decision::default()
+    };
+    for (node, h) in found {
+        let list = &wanted[node];
+        if &h.custom_traits != list {
+            decision.patch.push((node.clone(), list.clone()));
+        }
+        let applied = custom(&h.status_traits);
+        if &applied != list {
+            decision.lagging.push(node.clone());
+        }
+        let record: BTreeSet<String> = applied.into_iter().chain(list.iter().cloned()).collect();
+        decision
+            .records
+            .insert(node.clone(), record.into_iter().collect());
+    }
+    decision.created = pool.created().to_vec();
+    decision.dispositions = decision
+        .created
+        .iter()
+        .map(|name| (name.clone(), disposition(pool, &decision.records, name)))
+        .collect();
+    decision.delete = decision
+        .created
+        .iter()
+        .filter(|name| decision.dispositions[*name] == Disposition::Delete)
+        .cloned()
+        .collect();
+    decision.nova = pool.nova.to_owned();
+    decision
+}
+
+/// The effects of a decision, in order: the creates, the patches on `cluster`, the deletes.
+pub fn effects(decision: &Decision, cluster: &Arc<dyn Cluster>) -> Vec<Effect> {
+    let creates = decision
+        .create
+        .iter()
+        .map(|name| Effect::OpenStack(Action::EnsureTrait { name: name.clone() }));
+    let patches = decision
+        .patch
+        .iter()
+        .map(|(node, traits)| patch(cluster, node, traits));
+    let deletes = decision
+        .delete
+        .iter()
+        .map(|name| Effect::OpenStack(Action::DeleteTrait { name: name.clone() }));
+    creates.chain(patches).chain(deletes).collect()
+}
+
+/// What the pass changed and its condition, given one outcome per effect carried out (the
+/// batch stops at the first failure, ending the step with what was learned so far).
+pub fn settle(
+    observed: &Observed,
+    decision: &Decision,
+    outcomes: Vec<EffectOutcome>,
+) -> (Outcome, Report) {
+    let mut outcome = Outcome {
+        created: decision.created.clone(),
+        ..Outcome::default()
+    };
+    let mut outcomes = outcomes.into_iter();
+    for name in &decision.create {
+        match outcomes.next() {
+            Some(EffectOutcome::OpenStack(Ok(Done::Trait(TraitEnsured::Created)))) => {
                 if !outcome.created.contains(name) {
                     outcome.created.push(name.clone());
                     outcome.created.sort();
@@ -379,40 +459,33 @@ pub async fn reconcile(
                     format!("Created custom trait {name} in Placement"),
                 ));
             }
-            Ok(TraitEnsured::Existed) => {}
-            Err(e) => {
-                let message = failed(&format!("creating trait {name}"), &e);
-                return (
-                    outcome,
-                    false_report(Reason::ComputeAPIError, message, None),
-                );
+            Some(EffectOutcome::OpenStack(Ok(_))) => {}
+            stopped => return (outcome, stopped_report(stopped)),
+        }
+    }
+    for (node, _) in &decision.patch {
+        match outcomes.next() {
+            Some(EffectOutcome::Cluster(Ok(()))) => {}
+            Some(EffectOutcome::Cluster(Err(e))) => {
+                return (outcome, hypervisor_report(node, "patching", failure(e)));
             }
+            stopped => return (outcome, stopped_report(stopped)),
         }
     }
-    let mut lagging = Vec::new();
-    for (node, h) in &found {
-        let list = &wanted[node];
-        if &h.custom_traits != list
-            && let Err(failure) = hypervisors.set_custom_traits(node, list).await
-        {
-            return (outcome, hypervisor_report(node, "patching", failure));
-        }
-        let applied = custom(&h.status_traits);
-        if &applied != list {
-            lagging.push(node.clone());
-        }
-        let record: BTreeSet<String> = applied.into_iter().chain(list.iter().cloned()).collect();
-        outcome
-            .records
-            .insert(node.clone(), record.into_iter().collect());
-    }
+    outcome.records = decision.records.clone();
+    let mut deleted: BTreeMap<&String, Option<EffectOutcome>> = decision
+        .delete
+        .iter()
+        .map(|name| (name, outcomes.next()))
+        .collect();
     let mut waiting = Vec::new();
     for name in outcome.created.clone() {
         let drop = |outcome: &mut Outcome, reason, note| {
             outcome.created.retain(|t| *t != name);
             outcome.events.push(event(reason, note));
         };
-        match disposition(pool, &outcome.records, &name) {
+        let disposition = decision.dispositions.get(&name).cloned();
+        match disposition.unwrap_or(Disposition::Keep) {
             Disposition::Keep => {}
             Disposition::Handover(other) => drop(
                 &mut outcome,
@@ -420,53 +493,51 @@ pub async fn reconcile(
                 format!("Kept custom trait {name}: NovaCompute {other} still declares it"),
             ),
             Disposition::WaitForCarrier => waiting.push(name),
-            Disposition::Delete => match client.delete_trait(&name).await {
-                Ok(TraitDeletion::Deleted) => drop(
-                    &mut outcome,
-                    "TraitDeleted",
-                    format!(
-                        "Deleted custom trait {name} from Placement: no NovaCompute of Nova {} declares it",
-                        pool.nova
-                    ),
-                ),
-                Ok(TraitDeletion::InUse) => drop(
-                    &mut outcome,
-                    "TraitKept",
-                    format!(
-                        "Kept custom trait {name}: Placement still associates it with a resource provider"
-                    ),
-                ),
-                Err(e) => {
-                    let message = failed(&format!("deleting trait {name}"), &e);
-                    return (
-                        outcome,
-                        false_report(Reason::ComputeAPIError, message, None),
-                    );
+            Disposition::Delete => match deleted.remove(&name).flatten() {
+                Some(EffectOutcome::OpenStack(Ok(Done::TraitDeletion(TraitDeletion::Deleted)))) => {
+                    drop(
+                        &mut outcome,
+                        "TraitDeleted",
+                        format!(
+                            "Deleted custom trait {name} from Placement: no NovaCompute of Nova {} declares it",
+                            decision.nova
+                        ),
+                    )
                 }
+                Some(EffectOutcome::OpenStack(Ok(Done::TraitDeletion(TraitDeletion::InUse)))) => {
+                    drop(
+                        &mut outcome,
+                        "TraitKept",
+                        format!(
+                            "Kept custom trait {name}: Placement still associates it with a resource provider"
+                        ),
+                    )
+                }
+                stopped => return (outcome, stopped_report(stopped)),
             },
         }
     }
-    let report = if !missing.is_empty() {
+    let report = if !observed.missing.is_empty() {
         false_report(
             Reason::NodesWithoutHypervisor,
-            format!("No Hypervisor exists for {}", missing.join(", ")),
+            format!("No Hypervisor exists for {}", observed.missing.join(", ")),
             None,
         )
-    } else if !lagging.is_empty() {
+    } else if !decision.lagging.is_empty() {
         false_report(
             Reason::WaitingForHypervisorOperator,
             format!(
                 "Waiting for openstack-hypervisor-operator to apply the custom traits of {}",
-                lagging.join(", ")
+                decision.lagging.join(", ")
             ),
             None,
         )
     } else {
-        let mut message = format!("Custom traits applied on {} nodes", found.len());
-        if !annotated.is_empty() {
+        let mut message = format!("Custom traits applied on {} nodes", observed.found.len());
+        if !observed.annotated.is_empty() {
             message.push_str(&format!(
                 ", {} left to the {ANNOTATION} annotation",
-                annotated.len()
+                observed.annotated.len()
             ));
         }
         if !waiting.is_empty() {
@@ -484,6 +555,56 @@ pub async fn reconcile(
         }
     };
     (outcome, report)
+}
+
+/// The report of a batch that stopped at a failed OpenStack call.
+fn stopped_report(stopped: Option<EffectOutcome>) -> Report {
+    let message = match stopped {
+        Some(EffectOutcome::OpenStack(Err(message))) => message,
+        other => format!("the batch ended early: {other:?}"),
+    };
+    false_report(Reason::ComputeAPIError, message, None)
+}
+
+/// The report of a pool that declares and records no custom trait: nothing to read or call.
+fn none_declared(pool: &Pool<'_>, observed: &Observed) -> Option<Report> {
+    let idle = observed.found.is_empty()
+        && observed.missing.is_empty()
+        && observed.annotated.is_empty()
+        && pool.created().is_empty();
+    idle.then(|| Report {
+        ok: true,
+        reason: Reason::NoTraitsDeclared,
+        message: "No node of the pool declares a custom trait".to_owned(),
+        requeue: None,
+        error: None,
+    })
+}
+
+/// Reads, decides, carries the effects out in order through the one executor and settles:
+/// the step's whole pass, outside the engine (the unit tests and the real-services proofs).
+pub async fn reconcile(
+    client: &Client,
+    hypervisors: &dyn Hypervisors,
+    cluster: &Arc<dyn Cluster>,
+    pool: &Pool<'_>,
+) -> (Outcome, Report) {
+    let observed = observe(hypervisors, pool).await;
+    if let Some(report) = observed
+        .failure
+        .clone()
+        .or_else(|| none_declared(pool, &observed))
+    {
+        let outcome = Outcome {
+            created: pool.created().to_vec(),
+            ..Outcome::default()
+        };
+        return (outcome, report);
+    }
+    let decision = decide(pool, &observed);
+    let outcomes =
+        effects::carry_out(&effects(&decision, cluster), Some(client), |_, _, _| {}).await;
+    settle(&observed, &decision, outcomes)
 }
 
 /// The Traits step: returns the shorter of its own poll and the one the Services step
@@ -512,38 +633,75 @@ fn step(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
             annotated: &annotated,
             siblings: &side.siblings,
         };
-        let hypervisors = ClusterHypervisors(&*pass.cluster);
-        let (outcome, r) = reconcile(&side.client, &hypervisors, &pool).await;
-        let mut plan = NovaComputePlan::proceed().report(C::TraitsReady, r.ok, r.reason, r.message);
-        if outcome.created != pool.created() {
-            plan = plan.set(StatusUpdate::CreatedTraits(outcome.created.clone()));
+        let observed = observe(&ClusterHypervisors(&*pass.cluster), &pool).await;
+        let services_poll = pass.resolved.services_poll;
+        let created = pool.created().to_vec();
+        let nodes = nodes.clone();
+        if let Some(report) = observed
+            .failure
+            .clone()
+            .or_else(|| none_declared(&pool, &observed))
+        {
+            let outcome = Outcome {
+                created: created.clone(),
+                ..Outcome::default()
+            };
+            return Ok(settled_plan(
+                outcome,
+                report,
+                &created,
+                &nodes,
+                services_poll,
+            ));
         }
-        let recorded: Vec<NovaComputeNodeStatus> = nodes
-            .iter()
-            .cloned()
-            .map(|mut n| {
-                if let Some(record) = outcome.records.get(&n.name) {
-                    n.traits = record.clone();
-                }
-                n
-            })
-            .collect();
-        if &recorded != nodes {
-            plan = plan.set(StatusUpdate::Nodes(recorded));
-        }
-        plan = compute_api::with_events(plan, outcome.events);
-        let after = [r.requeue, pass.resolved.services_poll]
-            .into_iter()
-            .flatten()
-            .min();
-        if let Some(after) = after {
-            plan = plan.requeue(after);
-        }
-        if let Some(message) = r.error {
-            plan = plan.failing(StepError::Refused(message));
-        }
-        Ok(plan)
+        let decision = decide(&pool, &observed);
+        let list = effects(&decision, &pass.cluster);
+        Ok(NovaComputePlan::effects(
+            Some(side.client.clone()),
+            list,
+            move |outcomes| {
+                let (outcome, report) = settle(&observed, &decision, outcomes);
+                settled_plan(outcome, report, &created, &nodes, services_poll)
+            },
+        ))
     })
+}
+
+/// The step's plan: its condition, the created traits and node records that changed, its
+/// events, and the shorter of its own poll and the one the Services step handed over.
+fn settled_plan(
+    outcome: Outcome,
+    r: Report,
+    created: &[String],
+    nodes: &[NovaComputeNodeStatus],
+    services_poll: Option<Duration>,
+) -> NovaComputePlan {
+    let mut plan = NovaComputePlan::proceed().report(C::TraitsReady, r.ok, r.reason, r.message);
+    if outcome.created != created {
+        plan = plan.set(StatusUpdate::CreatedTraits(outcome.created.clone()));
+    }
+    let recorded: Vec<NovaComputeNodeStatus> = nodes
+        .iter()
+        .cloned()
+        .map(|mut n| {
+            if let Some(record) = outcome.records.get(&n.name) {
+                n.traits = record.clone();
+            }
+            n
+        })
+        .collect();
+    if recorded != nodes {
+        plan = plan.set(StatusUpdate::Nodes(recorded));
+    }
+    plan = compute_api::with_events(plan, outcome.events);
+    let after = [r.requeue, services_poll].into_iter().flatten().min();
+    if let Some(after) = after {
+        plan = plan.requeue(after);
+    }
+    if let Some(message) = r.error {
+        plan = plan.failing(StepError::Refused(message));
+    }
+    plan
 }
 
 #[cfg(test)]
@@ -553,14 +711,15 @@ mod tests {
     use nova_api::v1alpha1::NovaComputeHostTraits;
 
     use super::*;
+    use crate::clusters::MemoryCluster;
     use crate::novacompute::plan_fixtures::{entry, pool_cr};
     use crate::openstack::fake::{Fake, client};
 
-    /// Hypervisors in memory; `None` = the kind is not served.
+    /// Hypervisors in memory, read through the seam and patched through an in-memory cluster.
     #[derive(Default)]
     struct Memory {
         objects: Mutex<BTreeMap<String, Hypervisor>>,
-        patched: Mutex<Vec<(String, Vec<String>)>>,
+        cluster: Arc<MemoryCluster>,
         refuse: Option<HypervisorFailure>,
     }
 
@@ -586,8 +745,17 @@ mod tests {
             }
         }
 
+        /// Each patch sent, as the node and the list it set.
         fn patched(&self) -> Vec<(String, Vec<String>)> {
-            self.patched.lock().expect("lock").clone()
+            self.cluster
+                .patched()
+                .into_iter()
+                .map(|(node, patch)| {
+                    let traits = serde_json::from_value(patch["spec"]["customTraits"].clone())
+                        .expect("a customTraits patch");
+                    (node, traits)
+                })
+                .collect()
         }
     }
 
@@ -601,18 +769,6 @@ mod tests {
                 None => Ok(self.objects.lock().expect("lock").get(node).cloned()),
             };
             Box::pin(async move { answer })
-        }
-
-        fn set_custom_traits<'a>(
-            &'a self,
-            node: &'a str,
-            traits: &'a [String],
-        ) -> BoxFuture<'a, Result<(), HypervisorFailure>> {
-            self.patched
-                .lock()
-                .expect("lock")
-                .push((node.to_owned(), traits.to_vec()));
-            Box::pin(async { Ok(()) })
         }
     }
 
@@ -661,7 +817,8 @@ mod tests {
             annotated: &annotated,
             siblings,
         };
-        reconcile(&client(fake, None), hypervisors, &pool).await
+        let cluster: Arc<dyn Cluster> = hypervisors.cluster.clone();
+        reconcile(&client(fake, None), hypervisors, &cluster, &pool).await
     }
 
     #[test]

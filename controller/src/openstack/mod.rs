@@ -6,6 +6,7 @@
 //! Errors name the call and the path, never a URL's credentials, the password or the token:
 //! an error body is scrubbed of both before its first 512 bytes are kept.
 
+pub mod action;
 pub mod keystone;
 pub mod nova;
 pub mod placement;
@@ -16,7 +17,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-pub use transport::{Direct, Proxied, Request, Response, Transport, TransportError, Unreachable};
+pub use transport::{Direct, EmptyCloud, Proxied, Request, Response, Transport, TransportError};
 
 use crate::sensitive::{REDACTED, Sensitive};
 

@@ -94,8 +94,8 @@ pub enum TransportError {
         "{0} is not a cluster-local Service (<name>.<namespace>.svc[.cluster.local]), which is all a target cluster's service proxy reaches"
     )]
     NotAService(String),
-    /// The cluster offers no way to reach its Services (an offline render).
-    #[error("this cluster handle cannot reach OpenStack services")]
+    /// The cluster offers no way to write to its Services (an offline render).
+    #[error("this cluster handle cannot write to OpenStack services")]
     Unavailable,
 }
 
@@ -105,12 +105,35 @@ pub trait Transport: Send + Sync {
     fn send(&self, request: Request) -> BoxFuture<'_, Result<Response, TransportError>>;
 }
 
-/// A transport that refuses every request: for a handle without a network (`render`).
-pub struct Unreachable;
+/// A cloud with nothing in it, for `render`: Keystone issues a token, every list is empty, and
+/// every write is refused (render's engine records a step's effects instead of carrying them
+/// out), so the OpenStack steps decide what they would do in a new cloud.
+pub struct EmptyCloud;
 
-impl Transport for Unreachable {
-    fn send(&self, _: Request) -> BoxFuture<'_, Result<Response, TransportError>> {
-        Box::pin(async { Err(TransportError::Unavailable) })
+/// What every GET of the empty cloud answers: each collection the client lists, empty.
+const EMPTY_COLLECTIONS: &str =
+    r#"{"services": [], "hypervisors": [], "aggregates": [], "servers": [], "traits": []}"#;
+
+impl Transport for EmptyCloud {
+    fn send(&self, request: Request) -> BoxFuture<'_, Result<Response, TransportError>> {
+        let answer = |status: u16, headers: http::HeaderMap, body: &'static str| Response {
+            status,
+            headers,
+            body: Bytes::from_static(body.as_bytes()),
+        };
+        let result = if request.method == http::Method::GET {
+            Ok(answer(200, http::HeaderMap::new(), EMPTY_COLLECTIONS))
+        } else if request.method == http::Method::POST && request.url.ends_with("/auth/tokens") {
+            let mut headers = http::HeaderMap::new();
+            headers.insert(
+                "X-Subject-Token",
+                http::HeaderValue::from_static("empty-cloud"),
+            );
+            Ok(answer(201, headers, r#"{"token": {"catalog": []}}"#))
+        } else {
+            Err(TransportError::Unavailable)
+        };
+        Box::pin(async move { result })
     }
 }
 

@@ -1,15 +1,18 @@
 //! The engine: runs a pipeline table, carries out each step's plan through the pass's cluster
 //! handle, merges its delta, and instruments every step (`common-types.md` §3.2, §3.4).
 
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
-use super::pass::{ConditionType, Pass, PlanOf, Reconciled, Stage, Step};
+use super::effects::{self, Effect, Effects, Outcome};
+use super::pass::{ConditionType, Merge, Pass, PlanOf, Reconciled, Stage, Step};
 use super::plan::Plan;
 use super::{Flow, StepError};
 use crate::metrics::Metrics;
+use crate::openstack::Client;
 
 /// A failed step, named: the one error a pass reports and the error policy logs.
 #[derive(Debug, thiserror::Error)]
@@ -26,12 +29,42 @@ pub struct PipelineError {
 #[derive(Clone)]
 pub struct Engine {
     metrics: Metrics,
+    /// `render`'s engine: effects are recorded here, never carried out, and not settled.
+    recorded: Option<Arc<Mutex<Vec<RecordedEffect>>>>,
+}
+
+/// An effect `render`'s engine recorded instead of carrying it out.
+#[derive(Clone, Debug)]
+pub struct RecordedEffect {
+    /// The step that decided it.
+    pub step: &'static str,
+    /// What it would do.
+    pub effect: String,
 }
 
 impl Engine {
     /// An engine recording into `metrics`.
     pub fn new(metrics: Metrics) -> Self {
-        Self { metrics }
+        Self {
+            metrics,
+            recorded: None,
+        }
+    }
+
+    /// An engine that records every effect a plan hands it instead of carrying it out, and
+    /// goes on without settling it: what `render` shows of the OpenStack steps.
+    pub fn recording(metrics: Metrics) -> Self {
+        Self {
+            metrics,
+            recorded: Some(Arc::default()),
+        }
+    }
+
+    /// The effects a recording engine was handed, in order.
+    pub fn recorded(&self) -> Vec<RecordedEffect> {
+        self.recorded.as_ref().map_or_else(Vec::new, |r| {
+            r.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        })
     }
 
     /// The metrics it records into.
@@ -77,19 +110,20 @@ impl Engine {
     ) -> Result<PlanOf<K>, PipelineError> {
         let started = Instant::now();
         let result = async {
-            let plan = (step.run)(pass).await?;
-            match (
-                carry_out(pass, &plan).await,
-                K::carry_out_failure(step.condition),
-            ) {
-                (Ok(()), _) => Ok(plan),
-                // The plan's verdict no longer holds: its condition reports the failure.
-                (Err(error), Some(reason)) => {
-                    let message = error.to_string();
-                    Ok(Plan::fail(error).report(step.condition, false, reason, message))
-                }
-                (Err(error), None) => Err(error),
+            let mut plan = (step.run)(pass).await?;
+            let effects = plan.effects.take();
+            plan = self.settle(step, pass, plan).await?;
+            if let Some(effects) = effects.filter(|e| !self.record(step, e)) {
+                let Effects {
+                    client,
+                    list,
+                    settle,
+                } = effects;
+                let outcomes = self.carry_out_effects(step, &list, client.as_deref()).await;
+                let settled = self.settle(step, pass, settle(outcomes)).await?;
+                plan = followed_by::<K>(plan, settled);
             }
+            Ok(plan)
         }
         .await;
         self.metrics
@@ -110,6 +144,65 @@ impl Engine {
             step: step.name,
             source,
         })
+    }
+
+    /// Carries out a plan's children, removals and prunes. When the engine cannot, the plan's
+    /// verdict no longer holds: a kind that names a reason for the step's condition reports the
+    /// failure there, else the step fails.
+    async fn settle<K: Reconciled>(
+        &self,
+        step: &Step<K>,
+        pass: &Pass<K>,
+        plan: PlanOf<K>,
+    ) -> Result<PlanOf<K>, StepError> {
+        match (
+            carry_out(pass, &plan).await,
+            K::carry_out_failure(step.condition),
+        ) {
+            (Ok(()), _) => Ok(plan),
+            (Err(error), Some(reason)) => {
+                let message = error.to_string();
+                Ok(Plan::fail(error).report(step.condition, false, reason, message))
+            }
+            (Err(error), None) => Err(error),
+        }
+    }
+
+    /// Records a plan's effects on a recording engine; false on any other.
+    fn record<K: Reconciled>(&self, step: &Step<K>, effects: &Effects<PlanOf<K>>) -> bool {
+        let Some(recorded) = &self.recorded else {
+            return false;
+        };
+        recorded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(effects.list.iter().map(|e| RecordedEffect {
+                step: step.name,
+                effect: e.describe(),
+            }));
+        true
+    }
+
+    /// Carries out a plan's effects in order, each counted by kind and result and timed
+    /// (`nova_operator_effects_total`, `nova_operator_effect_duration_seconds`).
+    async fn carry_out_effects<K: Reconciled>(
+        &self,
+        step: &Step<K>,
+        list: &[Effect],
+        client: Option<&Client>,
+    ) -> Vec<Outcome> {
+        let metrics = &self.metrics;
+        effects::carry_out(list, client, |effect, outcome, took| {
+            metrics
+                .effects
+                .with_label_values(&[step.name, effect.kind(), outcome.result()])
+                .inc();
+            metrics
+                .effect_duration
+                .with_label_values(&[effect.kind()])
+                .observe(took.as_secs_f64());
+        })
+        .await
     }
 
     /// Runs every member against the same pass (plans read, never write it, so each member
@@ -158,6 +251,22 @@ impl Engine {
             None => Ok(flow),
         }
     }
+}
+
+/// A plan followed by the plan its effects settled into: the lists in order, the later
+/// resolved values on top, the shorter requeue, the first error.
+fn followed_by<K: Reconciled>(mut first: PlanOf<K>, later: PlanOf<K>) -> PlanOf<K> {
+    first.verdicts.extend(later.verdicts);
+    first.children.extend(later.children);
+    first.removals.extend(later.removals);
+    first.prunes.extend(later.prunes);
+    first.status.extend(later.status);
+    first.resolved.merge(later.resolved);
+    first.events.extend(later.events);
+    first.records.extend(later.records);
+    first.flow = first.flow.min(later.flow);
+    first.error = first.error.or(later.error);
+    first
 }
 
 /// Applies the plan's children, then its removals and prunes, through the pass's handle.

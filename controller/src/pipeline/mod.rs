@@ -12,6 +12,7 @@
 pub mod backoff;
 pub mod capability;
 pub mod conditions;
+pub mod effects;
 pub mod engine;
 pub mod index;
 pub mod pass;
@@ -23,7 +24,7 @@ pub mod superseded;
 
 use std::time::Duration;
 
-pub use engine::{Engine, PipelineError};
+pub use engine::{Engine, PipelineError, RecordedEffect};
 pub use pass::{
     ConditionType, Merge, Pass, PlanOf, Reconciled, Stage, Step, StepFuture, member,
     observe_then_plan, parallel, seq,

@@ -1,12 +1,16 @@
 //! What a step's pure `plan` returns, and the one "ready, or wait" vocabulary every step uses.
 
+use std::sync::Arc;
+
 use kube::core::ApiResource;
 use kube::runtime::events::{Event, EventType};
 use nova_api::conditions::Reason;
 
+use super::effects::{Effect, Effects, Outcome};
 use super::{Flow, StepError};
 use crate::metrics::JobFamily;
 use crate::objects::{Child, Labels};
+use crate::openstack::Client;
 
 /// A gate: the value a step needs, or why it waits for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -185,6 +189,9 @@ pub struct Plan<C, S, R> {
     pub flow: Flow,
     /// The step failed: the engine applies the rest of the plan, then ends the pass on this.
     pub error: Option<StepError>,
+    /// Writes beyond the step's children, carried out after them; their settle is the rest
+    /// of the plan.
+    pub effects: Option<Effects<Plan<C, S, R>>>,
 }
 
 impl<C, S, R: Default> Default for Plan<C, S, R> {
@@ -200,6 +207,7 @@ impl<C, S, R: Default> Default for Plan<C, S, R> {
             records: Vec::new(),
             flow: Flow::Continue,
             error: None,
+            effects: None,
         }
     }
 }
@@ -215,6 +223,23 @@ impl<C, S, R: Default> Plan<C, S, R> {
         Self::proceed()
             .report(condition, false, waiting.reason, waiting.message)
             .requeue(after)
+    }
+
+    /// A plan that hands the engine `list` (its OpenStack actions called through `client`) and
+    /// settles their outcomes into the rest of the step's plan.
+    pub fn effects(
+        client: Option<Arc<Client>>,
+        list: Vec<Effect>,
+        settle: impl FnOnce(Vec<Outcome>) -> Self + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            effects: Some(Effects {
+                client,
+                list,
+                settle: Box::new(settle),
+            }),
+            ..Self::default()
+        }
     }
 
     /// A plan that fails the step with `error` (no condition).

@@ -7,3 +7,4 @@ mod render_golden;
 mod render_properties;
 mod render_support;
 mod render_workloads;
+mod steps_write_through_plans;

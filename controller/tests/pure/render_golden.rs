@@ -246,3 +246,18 @@ async fn the_example_pool_renders_its_config_map_and_daemonset() {
     let daemonset = nova_controller::offline::to_yaml(&rendered.objects[1..]).expect("yaml");
     assert_golden("novacompute/daemonset.yaml", &daemonset);
 }
+
+#[tokio::test]
+async fn the_example_pool_renders_the_openstack_actions_an_empty_cloud_needs() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let pool = nova_controller::offline::read_pool(&dir.join("novacompute.yaml")).expect("pool");
+    let nova = nova_controller::offline::read_nova(&dir.join("nova.yaml")).expect("nova");
+    let rendered = nova_controller::offline::render_pool(pool, nova, Default::default())
+        .await
+        .expect("renders");
+    assert_eq!(
+        rendered.effects,
+        ["Aggregates: creating aggregate tenant_filter_tests"],
+        "a pool selecting no node yet needs only the tenant filter tests' aggregate"
+    );
+}

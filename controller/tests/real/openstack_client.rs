@@ -335,7 +335,7 @@ fn traits_pool(ns: &str, node: &str, traits: &str, gpu: &str, deleting: bool) ->
 async fn traits_step(
     cp: &ControlPlane,
     os: &OpenStack,
-    cluster: &KubeCluster,
+    cluster: &Arc<KubeCluster>,
     client: &Client,
     ns: &str,
 ) -> Result<()> {
@@ -346,12 +346,13 @@ async fn traits_step(
     );
     let node = format!("hv-{ns}");
     let hypervisors = create_hypervisor(&cp.client()?, &node).await?;
-    let handle = traits::ClusterHypervisors(cluster);
+    let handle = traits::ClusterHypervisors(&**cluster);
+    let patches: Arc<dyn Cluster> = cluster.clone();
     let mut entry = node_entry(&node, NodePhase::Active);
     let live = traits_pool(ns, &node, &traits, &gpu, false);
     let run = |pool: &NovaCompute, nodes: Vec<NovaComputeNodeStatus>| {
         let pool = pool.clone();
-        let handle = &handle;
+        let (handle, patches) = (&handle, &patches);
         async move {
             let annotated = BTreeSet::new();
             let view = traits::Pool {
@@ -361,7 +362,7 @@ async fn traits_step(
                 annotated: &annotated,
                 siblings: &[],
             };
-            traits::reconcile(client, handle, &view).await
+            traits::reconcile(client, handle, patches, &view).await
         }
     };
     let (outcome, report) = run(&live, vec![entry.clone()]).await;
