@@ -243,7 +243,7 @@ pub async fn render_pool(
     let metrics = Metrics::new().map_err(|e| OfflineError::Output(e.to_string()))?;
     let mut pass = Pass::new(Arc::new(pool), cluster.clone());
     let engine = Engine::recording(metrics);
-    let outcome = engine.run(&crate::novacompute::PIPELINE, &mut pass).await;
+    let outcome = engine.run(crate::novacompute::PIPELINE, &mut pass).await;
     let mut rendered = rendered(&pass, outcome, &cluster)?;
     rendered.effects = engine
         .recorded()

@@ -78,18 +78,18 @@ macro_rules! live_rows {
 }
 
 /// The pipeline of a live pool.
-pub static PIPELINE: [Stage<NovaCompute>; 8] = live_rows!();
+pub static PIPELINE: &[Stage<NovaCompute>] = &live_rows!();
 
 /// A deleting pool that still holds a node: the whole pipeline with every held node leaving
 /// (the Draining pods stay through their held terms), then the teardown, which keeps the
 /// finalizers on such a pass.
-pub static DRAIN: [Stage<NovaCompute>; 9] = live_rows!(TEARDOWN);
+pub static DRAIN: &[Stage<NovaCompute>] = &live_rows!(TEARDOWN);
 
 /// A deleting pool whose ledger is empty: only the Nova side that cleans up behind the last
 /// node, so a pass from a stale copy cannot recreate swept children. The teardown releases the
 /// finalizers only when every step before it went on: a failed call requeues and so holds
 /// them, and Traits ends the pass while a created trait is left.
-pub static REAP: [Stage<NovaCompute>; 4] = [NOVA_REF, AGGREGATES, TRAITS, TEARDOWN];
+pub static REAP: &[Stage<NovaCompute>] = &[NOVA_REF, AGGREGATES, TRAITS, TEARDOWN];
 
 /// Whether a ledger entry is held: every phase but `Conflict`.
 pub fn held(entry: &NovaComputeNodeStatus) -> bool {
@@ -128,15 +128,11 @@ impl Reconciled for NovaCompute {
     }
 
     fn pipeline() -> &'static [Stage<Self>] {
-        &PIPELINE
+        PIPELINE
     }
 
     fn cleanup(&self) -> &'static [Stage<Self>] {
-        if ledger(self).is_empty() {
-            &REAP
-        } else {
-            &DRAIN
-        }
+        if ledger(self).is_empty() { REAP } else { DRAIN }
     }
 
     fn status(&self) -> Option<&NovaComputeStatus> {

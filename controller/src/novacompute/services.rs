@@ -43,20 +43,20 @@ fn poll(phase: NodePhase) -> Duration {
     }
 }
 
-/// What the walk works on.
-#[derive(Clone, Copy, Debug)]
-pub struct Pool<'a> {
+/// What the walk works on (owned: the step's settle keeps it).
+#[derive(Clone, Debug)]
+pub struct Pool {
     /// The pool's namespace.
-    pub namespace: &'a str,
+    pub namespace: String,
     /// The pool's name.
-    pub name: &'a str,
+    pub name: String,
     /// The ledger as the Nodes step left it, sorted by name.
-    pub nodes: &'a [NovaComputeNodeStatus],
+    pub nodes: Vec<NovaComputeNodeStatus>,
     /// Releasing nodes another pool took over: dropped without a call.
-    pub handover: &'a BTreeSet<String>,
+    pub handover: BTreeSet<String>,
     /// Nodes on which a non-finished pod of this pool still runs (listed only while a node is
     /// Releasing).
-    pub pods_on: &'a BTreeSet<String>,
+    pub pods_on: BTreeSet<String>,
 }
 
 /// Where the walk left the ledger.
@@ -96,7 +96,7 @@ pub struct Listed {
 }
 
 /// Lists the services once, and the mapped hosts when a Pending node has registered.
-pub async fn observe(client: &Client, pool: &Pool<'_>) -> Listed {
+pub async fn observe(client: &Client, pool: &Pool) -> Listed {
     let services: BTreeMap<String, ComputeService> = match client.compute_services().await {
         Ok(listed) => listed.into_iter().map(|s| (s.host.clone(), s)).collect(),
         Err(e) => {
@@ -127,7 +127,7 @@ pub async fn observe(client: &Client, pool: &Pool<'_>) -> Listed {
 }
 
 /// The reason a leaving node's service is disabled with.
-fn disable_reason(pool: &Pool<'_>) -> String {
+fn disable_reason(pool: &Pool) -> String {
     format!(
         "c5c3.io: leaving NovaCompute {}/{}",
         pool.namespace, pool.name
@@ -148,7 +148,7 @@ enum Call<'s> {
 
 /// The call for a Draining or Releasing entry; None for the others.
 fn call_for<'s>(
-    pool: &Pool<'_>,
+    pool: &Pool,
     entry: &NovaComputeNodeStatus,
     service: Option<&'s ComputeService>,
 ) -> Option<Call<'s>> {
@@ -181,13 +181,13 @@ fn onboarding(
 }
 
 /// The calls of the walk, in ledger order.
-pub fn actions(pool: &Pool<'_>, listed: &Listed) -> Vec<Action> {
+pub fn actions(pool: &Pool, listed: &Listed) -> Vec<Action> {
     let Ok(services) = &listed.services else {
         return Vec::new();
     };
     let reason = disable_reason(pool);
     let mut actions = Vec::new();
-    for entry in pool.nodes {
+    for entry in &pool.nodes {
         match call_for(pool, entry, services.get(&entry.name)) {
             Some(Call::Drain(enabled)) => {
                 if let Some(s) = enabled {
@@ -213,7 +213,7 @@ pub fn actions(pool: &Pool<'_>, listed: &Listed) -> Vec<Action> {
 
 /// The registered Pending nodes whose host is not mapped yet, once every call succeeded: the
 /// hosts the discovery Job maps.
-pub fn unmapped(pool: &Pool<'_>, listed: &Listed) -> Vec<String> {
+pub fn unmapped(pool: &Pool, listed: &Listed) -> Vec<String> {
     let Ok(services) = &listed.services else {
         return Vec::new();
     };
@@ -228,13 +228,13 @@ pub fn unmapped(pool: &Pool<'_>, listed: &Listed) -> Vec<String> {
 /// Walks the ledger in order with the answers of its [`actions`] (a prefix, when a call
 /// failed): the first failed call stops the walk and keeps the entries not yet walked as they
 /// were.
-pub fn settle(pool: &Pool<'_>, listed: &Listed, answers: &[Result<Done, String>]) -> Walk {
+pub fn settle(pool: &Pool, listed: &Listed, answers: &[Result<Done, String>]) -> Walk {
     let mut out = Walk {
-        nodes: pool.nodes.to_vec(),
+        nodes: pool.nodes.clone(),
         poll: REQUEUE_COMPUTE_SERVICE_POLLING,
         ..Walk::default()
     };
-    for n in pool.nodes {
+    for n in &pool.nodes {
         out.poll = out.poll.min(poll(n.phase));
     }
     let services = match &listed.services {
@@ -350,7 +350,7 @@ pub fn settle(pool: &Pool<'_>, listed: &Listed, answers: &[Result<Done, String>]
 
 /// Lists, decides, carries the calls out in order through the one executor and settles: the
 /// step's whole walk, outside the engine (the unit tests and the real-services proofs).
-pub async fn walk(client: &Client, pool: &Pool<'_>) -> Walk {
+pub async fn walk(client: &Client, pool: &Pool) -> Walk {
     let listed = observe(client, pool).await;
     let outcomes = effects::carry_out(
         &effects::openstack(actions(pool, &listed)),
@@ -483,11 +483,11 @@ fn step(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
         };
         let client = compute_api::client(pass, nova);
         let pool = Pool {
-            namespace: &pass.owner.namespace,
-            name: &pass.cr.name_any(),
-            nodes: &nodes,
-            handover: &sets.handover,
-            pods_on: &pods_on,
+            namespace: pass.owner.namespace.clone(),
+            name: pass.cr.name_any(),
+            nodes,
+            handover: sets.handover.clone(),
+            pods_on,
         };
         let listed = observe(&client, &pool).await;
         let actions = actions(&pool, &listed);
@@ -501,14 +501,13 @@ fn step(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
         };
         let walked = actions.len();
         let list = effects::openstack(actions).into_iter().chain(job).collect();
-        let owned = OwnedPool::of(&pool);
         Ok(NovaComputePlan::effects(
             Some(client.clone()),
             list,
             move |outcomes| {
                 let mut answers = effects::answers(outcomes);
                 let written = answers.split_off(walked.min(answers.len())).pop();
-                let walk = settle(&owned.view(), &listed, &answers);
+                let walk = settle(&pool, &listed, &answers);
                 let discovery = discovery
                     .filter(|_| walk.failure.is_none())
                     .map(|d| discover_hosts::settled(d, written.map(|w| w.map(drop))));
@@ -516,37 +515,6 @@ fn step(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
             },
         ))
     })
-}
-
-/// A [`Pool`] owned, for the step's settle.
-struct OwnedPool {
-    namespace: String,
-    name: String,
-    nodes: Vec<NovaComputeNodeStatus>,
-    handover: BTreeSet<String>,
-    pods_on: BTreeSet<String>,
-}
-
-impl OwnedPool {
-    fn of(pool: &Pool<'_>) -> Self {
-        Self {
-            namespace: pool.namespace.to_owned(),
-            name: pool.name.to_owned(),
-            nodes: pool.nodes.to_vec(),
-            handover: pool.handover.clone(),
-            pods_on: pool.pods_on.clone(),
-        }
-    }
-
-    fn view(&self) -> Pool<'_> {
-        Pool {
-            namespace: &self.namespace,
-            name: &self.name,
-            nodes: &self.nodes,
-            handover: &self.handover,
-            pods_on: &self.pods_on,
-        }
-    }
 }
 
 /// The step's plan once the walk and the discovery settled.
@@ -656,11 +624,11 @@ mod tests {
         let handover = handover.iter().map(|s| (*s).to_owned()).collect();
         let pods_on = pods_on.iter().map(|s| (*s).to_owned()).collect();
         let pool = Pool {
-            namespace: "ns",
-            name: "pool-a",
-            nodes,
-            handover: &handover,
-            pods_on: &pods_on,
+            namespace: "ns".into(),
+            name: "pool-a".into(),
+            nodes: nodes.to_vec(),
+            handover,
+            pods_on,
         };
         walk(&client(fake, None), &pool).await
     }

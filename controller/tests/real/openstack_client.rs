@@ -491,14 +491,12 @@ async fn walk_once(
     nodes: Vec<NovaComputeNodeStatus>,
     pods_on: &[&str],
 ) -> services::Walk {
-    let handover = BTreeSet::new();
-    let pods_on: BTreeSet<String> = pods_on.iter().map(|s| (*s).to_owned()).collect();
     let pool = services::Pool {
-        namespace: ns,
-        name: "pool-a",
-        nodes: &nodes,
-        handover: &handover,
-        pods_on: &pods_on,
+        namespace: ns.to_owned(),
+        name: "pool-a".to_owned(),
+        nodes,
+        handover: BTreeSet::new(),
+        pods_on: pods_on.iter().map(|s| (*s).to_owned()).collect(),
     };
     services::walk(client, &pool).await
 }
