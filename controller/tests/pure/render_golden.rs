@@ -224,14 +224,19 @@ fn the_database_jobs_are_pinned() {
     );
 }
 
-#[tokio::test]
-async fn the_example_pool_renders_its_config_map_and_daemonset() {
+/// The example pool joined to the example Nova, rendered.
+async fn rendered_example_pool() -> nova_controller::offline::Rendered {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
     let pool = nova_controller::offline::read_pool(&dir.join("novacompute.yaml")).expect("pool");
     let nova = nova_controller::offline::read_nova(&dir.join("nova.yaml")).expect("nova");
-    let rendered = nova_controller::offline::render_pool(pool, nova, Default::default())
+    nova_controller::offline::render_pool(pool, nova, Default::default())
         .await
-        .expect("renders");
+        .expect("renders")
+}
+
+#[tokio::test]
+async fn the_example_pool_renders_its_config_map_and_daemonset() {
+    let rendered = rendered_example_pool().await;
     assert_eq!(rendered.stopped, None, "the pipeline runs to its end");
     let kinds: Vec<&str> = rendered
         .objects
@@ -249,12 +254,7 @@ async fn the_example_pool_renders_its_config_map_and_daemonset() {
 
 #[tokio::test]
 async fn the_example_pool_renders_the_openstack_actions_an_empty_cloud_needs() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
-    let pool = nova_controller::offline::read_pool(&dir.join("novacompute.yaml")).expect("pool");
-    let nova = nova_controller::offline::read_nova(&dir.join("nova.yaml")).expect("nova");
-    let rendered = nova_controller::offline::render_pool(pool, nova, Default::default())
-        .await
-        .expect("renders");
+    let rendered = rendered_example_pool().await;
     assert_eq!(
         rendered.effects,
         ["Aggregates: creating aggregate tenant_filter_tests"],
