@@ -1,0 +1,105 @@
+//! The controller's own flags (the default command): kept apart from the subcommands so the
+//! long list of settings and their environment variables reads in one place.
+
+use std::net::SocketAddr;
+
+use clap::ValueEnum;
+
+/// Log output format.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Flags of the controller itself.
+#[derive(Debug, clap::Args)]
+pub struct Flags {
+    /// Path to a kubeconfig; in-cluster configuration when unset.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Watch only this namespace; all namespaces when empty.
+    #[arg(long, env = "NOVA_CONTROLLER_NAMESPACE", default_value = "")]
+    pub namespace: String,
+    /// Where /metrics is served.
+    #[arg(
+        long,
+        env = "NOVA_CONTROLLER_METRICS_BIND_ADDRESS",
+        default_value = "0.0.0.0:8080"
+    )]
+    pub metrics_bind_address: SocketAddr,
+    /// Where /healthz and /readyz are served.
+    #[arg(
+        long,
+        env = "NOVA_CONTROLLER_HEALTH_PROBE_BIND_ADDRESS",
+        default_value = "0.0.0.0:8081"
+    )]
+    pub health_probe_bind_address: SocketAddr,
+    /// Elect one active replica through a Lease; the others wait as warm standbys.
+    #[arg(long, env = "NOVA_CONTROLLER_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// The namespace of the leader-election Lease; the pod's own namespace when empty.
+    #[arg(
+        long,
+        env = "NOVA_CONTROLLER_LEADER_ELECTION_NAMESPACE",
+        default_value = ""
+    )]
+    pub leader_election_namespace: String,
+    /// The name of the leader-election Lease.
+    #[arg(
+        long,
+        env = "NOVA_CONTROLLER_LEADER_ELECTION_ID",
+        default_value = "nova-operator.nova.openstack.c5c3.io"
+    )]
+    pub leader_election_id: String,
+    /// Log format.
+    #[arg(
+        long,
+        env = "NOVA_CONTROLLER_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+    /// The namespace of target-cluster registration Secrets; empty disables target clusters.
+    #[arg(
+        long,
+        env = "NOVA_CONTROLLER_CLUSTERS_NAMESPACE",
+        default_value = "c5c3-clusters"
+    )]
+    pub clusters_namespace: String,
+    /// How many CRs are reconciled at once (never the same CR twice).
+    #[arg(
+        long,
+        env = "NOVA_CONTROLLER_MAX_CONCURRENT_RECONCILES",
+        default_value_t = 2
+    )]
+    pub max_concurrent_reconciles: u16,
+    /// Requests per second the API client may start on average (0 disables the limit). A
+    /// converged or waiting CR costs no request at all (reads come from the watch caches);
+    /// the limit bounds a runaway loop and the burst of a restart, when every CR is reconciled
+    /// once and the content caches are filled (about ten reads per Nova).
+    #[arg(long, env = "NOVA_CONTROLLER_CLIENT_QPS", default_value_t = 20.0)]
+    pub client_qps: f64,
+    /// Requests the API client may start at once before the QPS limit applies.
+    #[arg(long, env = "NOVA_CONTROLLER_CLIENT_BURST", default_value_t = 100)]
+    pub client_burst: u32,
+    /// Dial this address for every API health probe instead of resolving the Service's
+    /// cluster-local name: for a controller running outside the cluster it manages.
+    #[arg(long, env = "NOVA_CONTROLLER_HEALTH_CHECK_ADDRESS")]
+    pub health_check_address: Option<SocketAddr>,
+    /// `HOST:PORT=ADDRESS`: dial ADDRESS for the OpenStack calls to the Service HOST:PORT
+    /// (repeatable, or comma-separated): for a controller outside the cluster it manages.
+    #[arg(long = "service-route", env = "NOVA_CONTROLLER_SERVICE_ROUTES", value_delimiter = ',', value_parser = service_route)]
+    pub service_routes: Vec<(String, SocketAddr)>,
+}
+
+/// Parses one `HOST:PORT=ADDRESS` of `--service-route`.
+fn service_route(text: &str) -> Result<(String, SocketAddr), String> {
+    let (service, address) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not HOST:PORT=ADDRESS"))?;
+    let address = address
+        .parse()
+        .map_err(|e| format!("{address:?} is not an address: {e}"))?;
+    Ok((service.to_owned(), address))
+}

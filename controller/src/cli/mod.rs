@@ -1,0 +1,32 @@
+//! The command line of `nova-controller`: the controller itself by default (its flags in
+//! `flags`, its run in `serve`), or one of the `subcommands` that need no cluster. Binary-local:
+//! the library crate stays free of argument parsing and process set-up.
+
+mod admin;
+mod flags;
+mod serve;
+mod subcommands;
+
+use clap::Parser;
+
+use flags::Flags;
+use subcommands::Command;
+
+/// Reconciles Nova and NovaCompute resources.
+#[derive(Debug, Parser)]
+#[command(name = "nova-controller", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    flags: Flags,
+}
+
+/// Parses the command line and runs what it asks for.
+pub async fn run() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(command) => command.run().await,
+        None => serve::run(cli.flags).await,
+    }
+}

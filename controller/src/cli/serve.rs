@@ -1,0 +1,311 @@
+//! The controller run (the default command): the API clients, the watch caches, the target
+//! clusters, both controllers and the admin servers, under leader election unless disabled.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::Context as _;
+use kube::client::ClientBuilder;
+use kube::{Api, Client, Config};
+use nova_api::v1alpha1::{Nova, NovaCompute};
+use nova_controller::clusters::{ABANDON_AFTER, Fleet, KubeCluster, Registry};
+use nova_controller::metrics::Metrics;
+use nova_controller::ratelimit::RateLimitLayer;
+use nova_controller::{leadership, nova, novacompute};
+use tokio::sync::watch;
+
+use super::admin;
+use super::flags::{Flags, LogFormat};
+
+/// The lease is renewed well inside this window; a standby takes over once it lapses.
+const LEASE_DURATION_SECONDS: u64 = 15;
+/// How long before expiry the holder renews.
+const LEASE_GRACE_SECONDS: u64 = 5;
+
+/// Runs both controllers until a shutdown is requested or the lead is lost.
+pub async fn run(flags: Flags) -> anyhow::Result<()> {
+    init_logging(flags.log_format);
+    rustls::crypto::ring::default_provider()
+        .install_default()
+        .map_err(|_| anyhow::anyhow!("installing the rustls crypto provider failed"))?;
+
+    let config = config(&flags).await?;
+    let client = ClientBuilder::try_from(config.clone())?
+        .with_layer(&RateLimitLayer::new(flags.client_qps, flags.client_burst))
+        .build();
+    // Leader election has a client of its own, outside the rate limit: a renewal queued behind
+    // a burst of reconcile requests could miss its deadline and end the lead.
+    let lease_client = Client::try_from(config)?;
+    let scope = (!flags.namespace.is_empty()).then(|| flags.namespace.clone());
+    probe_crds(&client, scope.as_deref()).await?;
+    let metrics = Metrics::new().context("registering metrics")?;
+    let ready = Arc::new(AtomicBool::new(false));
+    tokio::spawn(admin::serve_metrics(
+        flags.metrics_bind_address,
+        metrics.clone(),
+    ));
+    tokio::spawn(admin::serve_health(
+        flags.health_probe_bind_address,
+        ready.clone(),
+    ));
+
+    // The caches start on every replica, so a standby is warm when it takes over; the
+    // replica is ready once every watch cache holds its first complete list.
+    let registry = Registry::default()
+        .register(nova::controller::kinds())
+        .register(novacompute::controller::kinds())
+        .probe_services_at(flags.health_check_address)
+        .route_services(flags.service_routes.iter().cloned().collect());
+    let cluster = KubeCluster::start(client.clone(), scope.clone(), registry.clone()).await;
+    {
+        let (cluster, ready) = (cluster.clone(), ready.clone());
+        tokio::spawn(async move {
+            cluster.synced().await;
+            tracing::info!("watch caches synced");
+            ready.store(true, Ordering::SeqCst);
+        });
+    }
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutdown requested; finishing in-flight reconciles");
+        let _ = stop_tx.send(true);
+    });
+
+    // Target clusters cache the same kinds the management cluster does; the fleet runs on
+    // every replica, so a standby has them engaged when it takes over.
+    let targets = (!flags.clusters_namespace.is_empty()).then(|| {
+        tracing::info!(clusters_namespace = %flags.clusters_namespace, "following target-cluster registrations");
+        Fleet::start(
+            client.clone(),
+            &flags.clusters_namespace,
+            registry,
+            ABANDON_AFTER,
+        )
+    });
+    if targets.is_none() {
+        tracing::info!(
+            "target clusters are disabled (--clusters-namespace is empty); every targetClusterRef waits"
+        );
+    }
+    let options = nova::controller::Options {
+        scope: scope.clone(),
+        concurrency: flags.max_concurrent_reconciles,
+        instance: Some(hostname()),
+        targets: targets.clone(),
+    };
+    let pool_options = novacompute::controller::Options {
+        scope,
+        concurrency: flags.max_concurrent_reconciles,
+        instance: Some(hostname()),
+        targets: targets.clone(),
+    };
+    let controllers = {
+        let (client, metrics, cluster) = (client.clone(), metrics.clone(), cluster.clone());
+        let (stop, pool_stop) = (stopped(stop_rx.clone()), stopped(stop_rx.clone()));
+        async move {
+            cluster.synced().await;
+            if let Some(targets) = &targets {
+                targets.settled().await;
+            }
+            // One binary, two controllers on the same caches, instrumenter and metric vectors.
+            tokio::join!(
+                nova::controller::run(
+                    client.clone(),
+                    metrics.clone(),
+                    cluster.clone(),
+                    options,
+                    stop
+                ),
+                novacompute::controller::run(client, metrics, cluster, pool_options, pool_stop),
+            );
+        }
+    };
+
+    if !flags.leader_elect {
+        metrics.leader.set(1);
+        controllers.await;
+        return Ok(());
+    }
+    lead(&flags, lease_client, &metrics, controllers, stop_rx).await
+}
+
+/// Runs `controllers` once this replica holds the lease; ends when they stop, when the lead is
+/// lost or about to lapse, or when a shutdown comes first (handing the lease back).
+async fn lead(
+    flags: &Flags,
+    lease_client: Client,
+    metrics: &Metrics,
+    controllers: impl Future<Output = ()>,
+    mut stop: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    // One namespace and identity for the lease manager and the renewal deadline it is held to.
+    let (lease_ns, identity) = (lease_namespace(flags), hostname());
+    let manager = kube_lease_manager::LeaseManagerBuilder::new(
+        lease_client.clone(),
+        &flags.leader_election_id,
+    )
+    .with_namespace(&lease_ns)
+    .with_identity(&identity)
+    .with_duration(LEASE_DURATION_SECONDS)
+    .with_grace(LEASE_GRACE_SECONDS)
+    .build()
+    .await
+    .context("building the leader-election lease manager")?;
+    let (mut leading, lease_task) = manager.watch().await;
+    tracing::info!(lease = %flags.leader_election_id, "waiting for leadership");
+    loop {
+        tokio::select! {
+            changed = leading.changed() => changed.context("the lease manager stopped")?,
+            _ = stop.changed() => return release(leading, lease_task).await,
+        }
+        if *leading.borrow_and_update() {
+            break;
+        }
+    }
+    tracing::info!("acquired leadership; reconciling");
+    metrics.leader.set(1);
+    let lost = async move {
+        while leading.changed().await.is_ok() {
+            if !*leading.borrow_and_update() {
+                break;
+            }
+        }
+        leading
+    };
+    // The lease manager keeps reporting the lead while its renewals fail: stop before the
+    // lease can lapse instead (see `leadership`).
+    let lapsing = leadership::lapsing(
+        lease_client,
+        &lease_ns,
+        &flags.leader_election_id,
+        &identity,
+        std::time::Duration::from_secs(LEASE_DURATION_SECONDS),
+    );
+    tokio::select! {
+        _ = controllers => {
+            tracing::info!("controllers stopped");
+            Ok(())
+        }
+        _ = lost => {
+            // Another replica may already reconcile: stop at once rather than race it.
+            metrics.leader.set(0);
+            anyhow::bail!("lost the leader-election lease; exiting so a standby takes over")
+        }
+        why = lapsing => {
+            metrics.leader.set(0);
+            anyhow::bail!(
+                "stopped leading before the lease could lapse ({why:?}: it was not renewed in time or another replica holds it); exiting so a standby takes over"
+            )
+        }
+    }
+}
+
+/// Resolves once a shutdown was requested.
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    while !*stop.borrow_and_update() {
+        if stop.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Hands the lease back so a standby takes over without waiting for it to lapse.
+async fn release(
+    leading: watch::Receiver<bool>,
+    task: tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
+) -> anyhow::Result<()> {
+    drop(leading);
+    if let Ok(Ok(manager)) = task.await {
+        manager.release().await.context("releasing the lease")?;
+    }
+    Ok(())
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "info,kube=warn".into());
+    // Colour only on a terminal: a log collector must never see escape codes.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn config(flags: &Flags) -> anyhow::Result<Config> {
+    Ok(match &flags.kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?
+        }
+        None => Config::infer()
+            .await
+            .context("inferring the Kubernetes client configuration")?,
+    })
+}
+
+/// Fails with an actionable message instead of crash-looping on watch errors; under
+/// `--namespace` it lists only that namespace, which a namespaced Role allows.
+async fn probe_crds(client: &Client, scope: Option<&str>) -> anyhow::Result<()> {
+    probe_crd::<Nova>(client, scope).await?;
+    probe_crd::<NovaCompute>(client, scope).await
+}
+
+async fn probe_crd<K>(client: &Client, scope: Option<&str>) -> anyhow::Result<()>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = match scope {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    api.list_metadata(&kube::api::ListParams::default().limit(1))
+        .await
+        .with_context(|| {
+            format!(
+                "the {}.{} CRD is not served: install crds/ (kubectl apply --server-side -f crds/)",
+                K::plural(&()),
+                K::group(&())
+            )
+        })?;
+    Ok(())
+}
+
+fn lease_namespace(flags: &Flags) -> String {
+    if !flags.leader_election_namespace.is_empty() {
+        return flags.leader_election_namespace.clone();
+    }
+    std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+        .map(|ns| ns.trim().to_owned())
+        .unwrap_or_else(|_| "default".to_owned())
+}
+
+fn hostname() -> String {
+    std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| format!("nova-controller-{}", std::process::id()))
+}
+
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the controller");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}

@@ -1,0 +1,111 @@
+//! The subcommands: what the binary does without a cluster (render a CR's children, list the
+//! conditions this build's pipeline sets), apart from the controller it runs by default.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Subcommand, ValueEnum};
+use nova_api::v1alpha1::Nova;
+use nova_controller::clusters::SecretSource;
+use nova_controller::nova;
+use nova_controller::offline;
+use nova_controller::pipeline::{Stage, Step};
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Prints every child the pipeline would create for a CR, without a cluster: a Nova, or a
+    /// NovaCompute with `--nova`.
+    Render {
+        /// The Nova manifest, or the NovaCompute manifest when `--nova` is given.
+        #[arg(short = 'f', long = "filename")]
+        file: PathBuf,
+        /// The manifest of the Nova a NovaCompute joins: renders the pool's ConfigMap and
+        /// DaemonSet as if the Nova had installed its release and published its contract.
+        #[arg(long)]
+        nova: Option<PathBuf>,
+        /// A directory of Secret manifests to read credentials from; placeholders otherwise.
+        #[arg(long)]
+        secrets_dir: Option<PathBuf>,
+        /// Output format.
+        #[arg(short = 'o', long, value_enum, default_value = "yaml")]
+        output: Output,
+    },
+    /// Prints the condition types the Nova pipeline's steps report on, one per line: what
+    /// this build implements (the main job's view marks the other Ready inputs as missing).
+    Conditions,
+}
+
+/// The render command's output format.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Output {
+    /// A multi-document YAML stream.
+    Yaml,
+    /// One v1 List.
+    Json,
+}
+
+impl Command {
+    /// Runs the subcommand.
+    pub async fn run(self) -> anyhow::Result<()> {
+        match self {
+            Command::Render {
+                file,
+                nova,
+                secrets_dir,
+                output,
+            } => render(&file, nova.as_deref(), secrets_dir.as_deref(), output).await,
+            Command::Conditions => {
+                for condition in pipeline_conditions() {
+                    println!("{condition}");
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The `render` subcommand: prints what was rendered, then fails if the pipeline stopped.
+async fn render(
+    file: &Path,
+    nova: Option<&Path>,
+    secrets_dir: Option<&Path>,
+    output: Output,
+) -> anyhow::Result<()> {
+    let secrets = match secrets_dir {
+        Some(dir) => offline::secrets_from_dir(dir)?,
+        None => SecretSource::default(),
+    };
+    let rendered = match nova {
+        Some(nova) => {
+            let pool = offline::read_pool(file)?;
+            offline::render_pool(pool, offline::read_nova(nova)?, secrets).await?
+        }
+        None => offline::render(offline::read_nova(file)?, secrets).await?,
+    };
+    let text = match output {
+        Output::Yaml => offline::to_yaml(&rendered.objects)?,
+        Output::Json => offline::to_json(rendered.objects)?,
+    };
+    print!("{text}");
+    match rendered.stopped {
+        Some(reason) => anyhow::bail!("{reason}"),
+        None => Ok(()),
+    }
+}
+
+/// The condition types of the Nova pipeline's steps, in pipeline order, each once.
+fn pipeline_conditions() -> Vec<&'static str> {
+    let mut conditions = Vec::new();
+    for stage in &nova::PIPELINE {
+        let steps: &[Step<Nova>] = match stage {
+            Stage::Sequential(step) => std::slice::from_ref(step),
+            Stage::Parallel(members) => members,
+        };
+        for step in steps {
+            let condition = step.condition.as_str();
+            if !conditions.contains(&condition) {
+                conditions.push(condition);
+            }
+        }
+    }
+    conditions
+}
