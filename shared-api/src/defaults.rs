@@ -21,9 +21,17 @@ use crate::v1alpha1::{
 pub const SHARED_REPLICAS: i32 = 3;
 /// The one-replica default of the metadata, scheduler, conductor and console-proxy blocks.
 pub const SINGLE_REPLICA: i32 = 1;
+/// The grace period of a pod whose deployment block names none, for every Nova role but the
+/// scheduler and conductor (and of the nova-compute pods). Resolved at render time, never
+/// written into the spec: the webhook, the renderer and the CEL rule
+/// ([`pre_stop_within_grace_rule`]) all read it from here.
+pub const DEFAULT_GRACE_SECONDS: i64 = 30;
 /// The scheduler's and conductor's grace period: they drain their RPC server for 165 to 167
 /// seconds, so the shared 30 seconds would end every rollout in a SIGKILL.
 pub const RPC_DRAIN_GRACE_SECONDS: i64 = 200;
+/// The preStop sleep of a deployment block that names none (0 disables the hook), resolved at
+/// render time like [`DEFAULT_GRACE_SECONDS`].
+pub const DEFAULT_PRE_STOP_SECONDS: i64 = 5;
 /// The scheduler's and conductor's worker count per pod.
 pub const DEFAULT_WORKERS: i32 = 2;
 /// uWSGI processes per pod.
@@ -37,6 +45,15 @@ pub const DEFAULT_SERVICE_USERNAME: &str = "nova";
 pub const DEFAULT_SERVICE_PROJECT: &str = "service";
 /// The domain of the service user and of its project.
 pub const DEFAULT_DOMAIN: &str = "Default";
+
+/// The CEL rule of every deployment block: the preStop sleep ends strictly inside the grace
+/// period, each resolved to its render-time default when unset. Built from the constants, so
+/// the API server checks the defaults the webhook and the renderer apply.
+pub fn pre_stop_within_grace_rule() -> String {
+    format!(
+        "(has(self.preStopSleepSeconds) ? self.preStopSleepSeconds : {DEFAULT_PRE_STOP_SECONDS}) < (has(self.terminationGracePeriodSeconds) ? self.terminationGracePeriodSeconds : {DEFAULT_GRACE_SECONDS})"
+    )
+}
 
 /// Where defaulting reports each change it makes, as it makes it, so that the defaulting
 /// webhook writes its JSON patch from the changes themselves instead of serializing the spec

@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use nova_api::defaults::DEFAULT_GRACE_SECONDS;
 use nova_api::labels::{
     COMPONENT, NOVA_COMPUTE_COMPONENT, novacompute_common, novacompute_selector,
 };
@@ -24,9 +25,7 @@ use nova_api::v1alpha1::{ImageSpec, NovaComputeSpec, UpdateStrategyType};
 
 use super::contract_keys as keys;
 use super::paths::{COMPUTE_CONFIG_DIR, STATE_PATH};
-use super::pod::{
-    DEFAULT_GRACE_SECONDS, TMP_DIR, container_security_context, from_secret, resources_defaulted,
-};
+use super::pod::{TMP_DIR, container_security_context, from_secret, resources_defaulted};
 
 /// The pod-template annotation carrying the contract digest (the reference's spelling).
 pub const COMPUTE_CONFIG_HASH: &str = "nova.openstack.c5c3.io/compute-config-hash";

@@ -22,8 +22,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use nova_api::defaults::{
-    DEFAULT_UWSGI_PROCESSES, DEFAULT_UWSGI_THREADS, DEFAULT_WORKERS, RPC_DRAIN_GRACE_SECONDS,
-    SHARED_REPLICAS, SINGLE_REPLICA,
+    DEFAULT_GRACE_SECONDS, DEFAULT_PRE_STOP_SECONDS, DEFAULT_UWSGI_PROCESSES,
+    DEFAULT_UWSGI_THREADS, DEFAULT_WORKERS, RPC_DRAIN_GRACE_SECONDS, SHARED_REPLICAS,
+    SINGLE_REPLICA,
 };
 use nova_api::effective::{secret_key, secret_keys};
 use nova_api::labels::component;
@@ -43,10 +44,6 @@ use super::paths::{
 pub const OPENSTACK_ID: i64 = 42424;
 /// The CPU request of every container whose block names no CPU.
 pub const CPU_REQUEST: &str = "70m";
-/// The default grace period of the roles that do not drain an RPC server.
-pub const DEFAULT_GRACE_SECONDS: i64 = 30;
-/// The default preStop sleep.
-pub const DEFAULT_PRE_STOP_SECONDS: i64 = 5;
 /// The key of the derived transport-URL Secret.
 pub const TRANSPORT_URL_KEY: &str = "transport_url";
 /// Writable scratch beside the read-only root filesystem.

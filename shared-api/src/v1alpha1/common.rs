@@ -307,7 +307,7 @@ pub struct NodePlacementSpec {
 /// Pod-level knobs of one Deployment.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = ("(has(self.preStopSleepSeconds) ? self.preStopSleepSeconds : 5) < (has(self.terminationGracePeriodSeconds) ? self.terminationGracePeriodSeconds : 30)", "preStopSleepSeconds must be strictly less than terminationGracePeriodSeconds"))]
+#[x_kube(validation = Rule::new(crate::defaults::pre_stop_within_grace_rule()).message("preStopSleepSeconds must be strictly less than terminationGracePeriodSeconds"))]
 pub struct DeploymentSpec {
     /// Pod count; 3 when the block exists without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -407,6 +407,30 @@ fn schema_defaults_match_the_spec() {
     }
 }
 
+/// The field descriptions are doc comments, literal text: they must name the render-time
+/// defaults the webhook, the renderer and the CEL rule take from `nova_api::defaults`.
+#[test]
+fn the_deployment_block_describes_its_render_time_defaults() {
+    use nova_api::defaults::{DEFAULT_GRACE_SECONDS, DEFAULT_PRE_STOP_SECONDS};
+    let nova = schema("novas");
+    for (field, default) in [
+        (
+            "terminationGracePeriodSeconds",
+            format!("; {DEFAULT_GRACE_SECONDS} at render time when unset"),
+        ),
+        (
+            "preStopSleepSeconds",
+            format!("; {DEFAULT_PRE_STOP_SECONDS} when unset"),
+        ),
+    ] {
+        let description = at(&nova, &format!("spec.api.deployment.{field}"))["description"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(description.contains(&default), "{field}: {description:?}");
+    }
+}
+
 #[test]
 fn patterns_and_bounds_match_the_spec() {
     let nova = schema("novas");

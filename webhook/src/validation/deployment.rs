@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration, TopologySpreadConstraint};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use nova_api::defaults::DEFAULT_PRE_STOP_SECONDS;
 use nova_api::v1alpha1::{
     AutoscalingSpec, DeploymentSpec, JobSpec, NodePlacementSpec, UWSGISpec, VerticalAutoscalingSpec,
 };
@@ -15,11 +16,6 @@ use super::{behavior, quantity};
 use crate::field::{BadValue, FieldError, Path, go_quote};
 use crate::grammar;
 use crate::lookups::{Lookups, PriorityClassLookup};
-
-/// The render-time grace period of a block without one.
-pub const DEFAULT_GRACE: i64 = 30;
-/// The render-time preStop sleep of a block without one.
-pub const DEFAULT_PRE_STOP: i64 = 5;
 
 /// Go's `%v` of a `map[string]string`: `map[k1:v1 k2:v2]`, keys sorted.
 fn go_map(map: &BTreeMap<String, String>) -> String {
@@ -76,7 +72,7 @@ pub fn deployment(
     let grace = d
         .termination_grace_period_seconds
         .unwrap_or(block.default_grace);
-    let pre_stop = d.pre_stop_sleep_seconds.unwrap_or(DEFAULT_PRE_STOP);
+    let pre_stop = d.pre_stop_sleep_seconds.unwrap_or(DEFAULT_PRE_STOP_SECONDS);
     if pre_stop >= grace {
         errors.push(FieldError::invalid(
             p.child("preStopSleepSeconds"),
@@ -130,7 +126,7 @@ pub fn harakiri(
         .unwrap_or(default_grace);
     let pre_stop = d
         .and_then(|d| d.pre_stop_sleep_seconds)
-        .unwrap_or(DEFAULT_PRE_STOP);
+        .unwrap_or(DEFAULT_PRE_STOP_SECONDS);
     let drain = grace - pre_stop;
     if i64::from(h) >= drain {
         errors.push(FieldError::invalid(

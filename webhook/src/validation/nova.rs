@@ -2,6 +2,7 @@
 
 use std::sync::LazyLock;
 
+use nova_api::defaults::{DEFAULT_GRACE_SECONDS, RPC_DRAIN_GRACE_SECONDS};
 use nova_api::labels::component;
 use nova_api::names::{NOVA_NAME_MAX, nova_forbidden_suffix};
 use nova_api::owned_keys::{self, OwnedKey};
@@ -10,7 +11,7 @@ use nova_api::v1alpha1::{
 };
 
 use super::common::floor;
-use super::deployment::{self, Block, DEFAULT_GRACE};
+use super::deployment::{self, Block};
 use super::urls::{self, Schemes};
 use super::{Operation, Outcome, common, extra_config};
 use crate::field::{FieldError, Path};
@@ -19,9 +20,6 @@ use crate::lookups::Lookups;
 /// The owned-key registry of nova.conf.
 pub static REGISTRY: LazyLock<Vec<OwnedKey>> =
     LazyLock::new(|| owned_keys::nova().copied().collect());
-
-/// The grace period the scheduler and conductor resolve to when unset.
-const RPC_GRACE: i64 = 200;
 
 /// The message of a Nova name above the bound.
 pub fn name_too_long_message() -> String {
@@ -440,9 +438,9 @@ fn workload_rules(
 ) {
     for (block, d, component) in deployments(spec) {
         let default_grace = if matches!(block, "scheduler" | "conductor") {
-            RPC_GRACE
+            RPC_DRAIN_GRACE_SECONDS
         } else {
-            DEFAULT_GRACE
+            DEFAULT_GRACE_SECONDS
         };
         let block_path = root.child(block);
         let b = Block {
@@ -469,7 +467,7 @@ fn workload_rules(
             let block_path = root.child(block);
             let uwsgi_path = block_path.child("uwsgi");
             common::uwsgi(&uwsgi_path, u, errors);
-            deployment::harakiri(&uwsgi_path, u, d, DEFAULT_GRACE, errors);
+            deployment::harakiri(&uwsgi_path, u, d, DEFAULT_GRACE_SECONDS, errors);
         }
     }
     for (block, workers) in [
