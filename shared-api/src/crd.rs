@@ -1,10 +1,15 @@
-//! The generated CustomResourceDefinitions, as committed under `crds/`.
+//! The generated CustomResourceDefinitions, as committed under `crds/` and in the chart.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 use serde_json::Value;
 
 use crate::v1alpha1::{Nova, NovaCompute};
+
+/// The directories the CRDs are committed in, relative to the repository root: the
+/// repository's own and the Helm chart's, which installs them from its `crds/`. `crdgen` writes
+/// both, so neither is ever copied by hand.
+pub const DIRS: [&str; 2] = ["crds", "charts/nova-operator/crds"];
 
 /// Every CRD with the file name it is committed under.
 pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {

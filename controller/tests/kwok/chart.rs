@@ -625,7 +625,7 @@ fn the_chart_crds_are_the_generated_crds() {
     for (name, text) in &top {
         assert!(
             chart[name] == *text,
-            "charts/nova-operator/crds/{name} differs from crds/{name}: copy crds/*.yaml into the chart"
+            "charts/nova-operator/crds/{name} differs from crds/{name}: run `cargo run -p nova-api --bin crdgen`, which writes both"
         );
     }
 }
