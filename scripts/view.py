@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The main job's live view: reads `kubectl get novas,novacomputes -o json` on stdin and prints
 every Nova's and NovaCompute's conditions as a table, saying plainly which conditions no step
-of this build sets yet (the argument: `nova-controller conditions`, one per line, is what the
-build's pipeline reports on) instead of showing them as pending.
+of this build sets yet instead of showing them as pending. The argument is what
+`nova-controller conditions` printed: every Nova condition type but Ready, in the order shown,
+tagged `aggregated` when Ready needs it and `step` when a step of the build reports on it.
 
 Each NovaCompute shows its conditions and its node ledger (phase, zone, compute service).
 Until the view's goal is reached, its last line says what it waits for (the conditions that are
@@ -16,16 +17,26 @@ yet, 3 when every Nova is Ready but a pool is not there yet (--pools-active), 1 
 (still converging)."""
 import json
 import sys
+from collections import namedtuple
 
-# The sixteen sub-conditions the aggregate Ready needs (nova-reconciler.txt, "Conditions"),
-# in pipeline order, and ExtraConfigHealthy, reported outside the aggregate.
-NOVA_CONDITIONS = [
-    "SecretsReady", "ComputeConfigReady", "DatabaseReady", "ConductorReady", "SchedulerReady",
-    "MetadataReady", "ConsoleProxyReady", "DeploymentReady", "DBArchiveReady", "NovaAPIReady",
-    "HPAReady", "VPAReady", "NetworkPolicyReady", "HTTPRouteReady", "MetadataHTTPRouteReady",
-    "ConsoleHTTPRouteReady",
-]
 WIDTH = 72
+
+# The Nova condition types of the build: all but Ready in order, the ones Ready aggregates,
+# and the ones a step reports on.
+Build = namedtuple("Build", "order aggregated steps")
+
+
+def read_build(path):
+    """The build's Nova conditions from what `nova-controller conditions` printed."""
+    build = Build([], set(), set())
+    with open(path) as f:
+        for name, *tags in (line.split() for line in f if line.strip()):
+            build.order.append(name)
+            if "aggregated" in tags:
+                build.aggregated.add(name)
+            if "step" in tags:
+                build.steps.add(name)
+    return build
 
 
 def short(text, width):
@@ -48,24 +59,24 @@ def waits_on(name, conditions):
     return held or [f"{name}: Ready {ready.get('status', 'not reported')} {ready.get('reason', '')}".rstrip()]
 
 
-def nova_view(nova, implemented):
+def nova_view(nova, build):
     meta, status = nova["metadata"], nova.get("status") or {}
     conditions = {c["type"]: c for c in status.get("conditions", [])}
     current = status.get("observedGeneration") == meta.get("generation")
     lines = [f"Nova {meta['namespace']}/{meta['name']}  (generation {meta.get('generation')}, "
              f"observed {status.get('observedGeneration', '-')})"]
     missing = []
-    for kind in ["Ready"] + NOVA_CONDITIONS + ["ExtraConfigHealthy"]:
+    for kind in ["Ready"] + build.order:
         c = conditions.get(kind)
         if c:
             lines.append(row(kind, c["status"], c.get("reason", ""), c.get("message", "")))
-        elif kind in implemented or kind not in NOVA_CONDITIONS:
+        elif kind in build.steps or kind not in build.aggregated:
             lines.append(row(kind, "-", "", "not reported yet (an earlier step waits)"))
         else:
             lines.append(row(kind, "-", "NotImplementedYet", "no step of this build sets it"))
             missing.append(kind)
     ready = conditions.get("Ready", {}).get("status") == "True"
-    aggregated = {k: c for k, c in conditions.items() if k == "Ready" or k in NOVA_CONDITIONS}
+    aggregated = {k: c for k, c in conditions.items() if k == "Ready" or k in build.aggregated}
     waits = waits_on(f"Nova {meta['namespace']}/{meta['name']}", aggregated)
     return lines, waits, current and bool(missing) and not ready, missing
 
@@ -102,15 +113,14 @@ def pool_view(pool):
 
 
 def main():
-    with open(sys.argv[1]) as f:
-        implemented = {line.strip() for line in f if line.strip()}
+    build = read_build(sys.argv[1])
     pools_active = "--pools-active" in sys.argv[2:]
     items = json.load(sys.stdin).get("items", [])
     novas = [i for i in items if i["kind"] == "Nova"]
     pools = [i for i in items if i["kind"] == "NovaCompute"]
     out, nova_waits, pool_waits, stuck, missing = [], [], [], False, set()
     for nova in novas:
-        lines, held, unreachable, gaps = nova_view(nova, implemented)
+        lines, held, unreachable, gaps = nova_view(nova, build)
         out += lines + [""]
         nova_waits += held
         stuck |= unreachable
@@ -124,8 +134,8 @@ def main():
     if pools_active and not pools:
         pool_waits.append("no NovaCompute yet")
     if missing:
-        out.append("Ready needs all sixteen sub-conditions; not implemented in this build yet: "
-                   + ", ".join(k for k in NOVA_CONDITIONS if k in missing))
+        out.append(f"Ready needs all {len(build.aggregated)} sub-conditions; not implemented in this "
+                   "build yet: " + ", ".join(k for k in build.order if k in missing))
     waits = nova_waits + pool_waits
     if waits:
         out.append("waiting for: " + "; ".join(waits))

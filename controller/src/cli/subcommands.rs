@@ -1,14 +1,16 @@
-//! The subcommands: what the binary does without a cluster (render a CR's children, list the
-//! conditions this build's pipeline sets), apart from the controller it runs by default.
+//! The subcommands: what the binary does without a cluster (render a CR's children, describe
+//! the conditions a Nova reports and which of them this build's pipeline sets), apart from the
+//! controller it runs by default.
 
 use std::path::{Path, PathBuf};
 
 use clap::{Subcommand, ValueEnum};
+use nova_api::conditions::NovaConditionType;
 use nova_api::v1alpha1::Nova;
 use nova_controller::clusters::SecretSource;
 use nova_controller::nova;
 use nova_controller::offline;
-use nova_controller::pipeline::{Stage, Step};
+use nova_controller::pipeline::{Reconciled, Stage, Step};
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -29,8 +31,10 @@ pub enum Command {
         #[arg(short = 'o', long, value_enum, default_value = "yaml")]
         output: Output,
     },
-    /// Prints the condition types the Nova pipeline's steps report on, one per line: what
-    /// this build implements (the main job's view marks the other Ready inputs as missing).
+    /// Prints every condition type a Nova reports besides Ready, one per line in the spec's
+    /// order, each followed by its tags: `aggregated` when Ready needs it True, `step`
+    /// when a step of this build's pipeline reports on it (the main job's view marks an
+    /// aggregated condition without `step` as not implemented).
     Conditions,
 }
 
@@ -54,8 +58,8 @@ impl Command {
                 output,
             } => render(&file, nova.as_deref(), secrets_dir.as_deref(), output).await,
             Command::Conditions => {
-                for condition in pipeline_conditions() {
-                    println!("{condition}");
+                for line in condition_lines() {
+                    println!("{line}");
                 }
                 Ok(())
             }
@@ -92,20 +96,36 @@ async fn render(
     }
 }
 
-/// The condition types of the Nova pipeline's steps, in pipeline order, each once.
-fn pipeline_conditions() -> Vec<&'static str> {
-    let mut conditions = Vec::new();
-    for stage in &nova::PIPELINE {
-        let steps: &[Step<Nova>] = match stage {
-            Stage::Sequential(step) => std::slice::from_ref(step),
-            Stage::Parallel(members) => members,
-        };
-        for step in steps {
-            let condition = step.condition.as_str();
-            if !conditions.contains(&condition) {
-                conditions.push(condition);
+/// The `conditions` subcommand's lines: each Nova condition type but Ready itself, with its
+/// `aggregated` and `step` tags.
+fn condition_lines() -> Vec<String> {
+    let steps = step_conditions();
+    NovaConditionType::ALL
+        .iter()
+        .filter(|&&condition| condition != NovaConditionType::Ready)
+        .map(|condition| {
+            let mut line = condition.as_str().to_owned();
+            if Nova::aggregated().contains(condition) {
+                line.push_str(" aggregated");
             }
-        }
-    }
-    conditions
+            if steps.contains(condition) {
+                line.push_str(" step");
+            }
+            line
+        })
+        .collect()
+}
+
+/// The condition types the Nova pipeline's steps report on.
+fn step_conditions() -> Vec<NovaConditionType> {
+    nova::PIPELINE
+        .iter()
+        .flat_map(|stage| -> &[Step<Nova>] {
+            match stage {
+                Stage::Sequential(step) => std::slice::from_ref(step),
+                Stage::Parallel(members) => members,
+            }
+        })
+        .map(|step| step.condition)
+        .collect()
 }

@@ -7,9 +7,11 @@
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 
+use nova_api::conditions::NovaConditionType;
 use serde_json::{Value, json};
 
-fn implemented() -> Vec<String> {
+/// What `nova-controller conditions` prints: each Nova condition type but Ready, with its tags.
+fn build_conditions() -> Vec<(String, Vec<String>)> {
     let out = Command::new(env!("CARGO_BIN_EXE_nova-controller"))
         .arg("conditions")
         .output()
@@ -18,8 +20,25 @@ fn implemented() -> Vec<String> {
     String::from_utf8(out.stdout)
         .expect("utf-8")
         .lines()
-        .map(str::to_owned)
+        .map(|line| {
+            let mut words = line.split_whitespace().map(str::to_owned);
+            (words.next().expect("a condition type"), words.collect())
+        })
         .collect()
+}
+
+/// The build's condition types tagged `tag`.
+fn tagged(tag: &str) -> Vec<String> {
+    build_conditions()
+        .into_iter()
+        .filter(|(_, tags)| tags.iter().any(|t| t == tag))
+        .map(|(condition, _)| condition)
+        .collect()
+}
+
+/// The condition types a step of the build reports on.
+fn implemented() -> Vec<String> {
+    tagged("step")
 }
 
 /// Runs the view on `items` with `implemented`; its exit code and output.
@@ -27,11 +46,24 @@ fn view(items: Value, implemented: &[String]) -> (i32, String) {
     view_with(items, implemented, &[])
 }
 
-/// [`view`] with the view's options.
+/// [`view`] with the view's options. The view reads the build's own list with `step` on
+/// exactly the `implemented` conditions, as a build that lacks the others would print it.
 fn view_with(items: Value, implemented: &[String], options: &[&str]) -> (i32, String) {
     let dir = tempfile::tempdir().expect("dir");
     let list = dir.path().join("conditions");
-    std::fs::write(&list, implemented.join("\n")).expect("write");
+    let lines: Vec<String> = build_conditions()
+        .into_iter()
+        .map(|(condition, tags)| {
+            let tags = tags.into_iter().filter(|t| t != "step");
+            let step = implemented.contains(&condition).then(|| "step".to_owned());
+            std::iter::once(condition)
+                .chain(tags)
+                .chain(step)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    std::fs::write(&list, lines.join("\n")).expect("write");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/view.py");
     let mut child = Command::new("python3")
         .arg(script)
@@ -75,6 +107,21 @@ fn the_build_lists_the_conditions_its_pipeline_sets() {
     assert!(
         !conditions.iter().any(|c| c == "Ready"),
         "Ready is the aggregate, not a step's"
+    );
+}
+
+#[test]
+fn the_build_tags_the_conditions_ready_needs() {
+    let want: Vec<&str> = NovaConditionType::AGGREGATED
+        .iter()
+        .map(|c| c.as_str())
+        .collect();
+    assert_eq!(tagged("aggregated"), want);
+    assert!(
+        build_conditions()
+            .iter()
+            .any(|(c, tags)| c == "ExtraConfigHealthy" && tags.is_empty()),
+        "ExtraConfigHealthy is listed, outside the aggregate and no step's own"
     );
 }
 
