@@ -21,7 +21,8 @@ pub enum Command {
         #[arg(short = 'f', long = "filename")]
         file: PathBuf,
         /// The manifest of the Nova a NovaCompute joins: renders the pool's ConfigMap and
-        /// DaemonSet as if the Nova had installed its release and published its contract.
+        /// DaemonSet as if the Nova had installed its release and published its contract, and
+        /// lists on stderr the OpenStack actions the pool would take against an empty cloud.
         #[arg(long)]
         nova: Option<PathBuf>,
         /// A directory of Secret manifests to read credentials from; placeholders otherwise.
@@ -67,7 +68,9 @@ impl Command {
     }
 }
 
-/// The `render` subcommand: prints what was rendered, then fails if the pipeline stopped.
+/// The `render` subcommand: prints what was rendered (the objects on stdout, so they can be
+/// piped to `kubectl`; a pool's OpenStack actions against an empty cloud on stderr), then fails
+/// if the pipeline stopped.
 async fn render(
     file: &Path,
     nova: Option<&Path>,
@@ -90,6 +93,12 @@ async fn render(
         Output::Json => offline::to_json(rendered.objects)?,
     };
     print!("{text}");
+    if !rendered.effects.is_empty() {
+        eprintln!("# OpenStack actions, against an empty cloud (not sent):");
+        for effect in &rendered.effects {
+            eprintln!("#   {effect}");
+        }
+    }
     match rendered.stopped {
         Some(reason) => anyhow::bail!("{reason}"),
         None => Ok(()),
