@@ -213,7 +213,7 @@ pub async fn render_pool(
         .get_or_insert_with(|| LocalSecretRef {
             name: contract.clone(),
         });
-    let keys = crate::novacompute::pool_config::REQUIRED;
+    let keys = crate::novacompute::steps::pool_config::REQUIRED;
     let secret = match secrets.get(&contract) {
         Some(secret) => secret.clone(),
         None => Secret {

@@ -1,34 +1,15 @@
 //! The Nova controller: its pipeline table, its steps (one file each: observe through the
 //! cluster handle, then a pure plan), its cleanup, its watches and indexes.
 
-pub mod compute_config;
-pub mod conductor;
-pub mod config;
-pub mod console_http_route;
-pub mod console_proxy;
 pub mod controller;
-pub mod database;
-pub mod db_archive;
-pub mod db_connection;
 pub mod db_provision;
-pub mod deployment;
-pub mod finalize;
 #[cfg(test)]
 pub(crate) mod fixtures;
-pub mod health_check;
-pub mod hpa;
-pub mod http_route;
 pub mod job_run;
-pub mod metadata;
-pub mod metadata_http_route;
-pub mod network_policy;
 pub mod release;
 pub mod resolved;
 pub mod route;
-pub mod scheduler;
-pub mod secrets;
-pub mod transport_url;
-pub mod vpa;
+pub mod steps;
 pub mod workload;
 
 use std::collections::BTreeMap;
@@ -39,6 +20,11 @@ use nova_api::conditions::NovaConditionType as C;
 use nova_api::v1alpha1::{Nova, NovaStatus};
 
 use crate::pipeline::{Pass, PlanOf, Reconciled, Stage, member, parallel, seq};
+use steps::{
+    compute_config, conductor, config, console_http_route, console_proxy, database, db_archive,
+    db_connection, deployment, finalize, health_check, hpa, http_route, metadata,
+    metadata_http_route, network_policy, scheduler, secrets, transport_url, vpa,
+};
 
 /// One pass over one Nova.
 pub type NovaPass = Pass<Nova>;
@@ -47,7 +33,7 @@ pub type NovaPlan = PlanOf<Nova>;
 
 /// The Nova pipeline, in order. The workload steps run behind the Database step, in the order
 /// a release upgrade rolls them; DBArchive follows them, and the parallel group behind it has no
-/// inter-dependency. Each row names a file beside this one.
+/// inter-dependency. Each row names a file in `steps/`.
 pub static PIPELINE: [Stage<Nova>; 13] = [
     seq("Secrets", C::SecretsReady, secrets::run),
     seq("DBConnectionSecrets", C::SecretsReady, db_connection::run),

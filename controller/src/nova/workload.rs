@@ -288,7 +288,7 @@ pub(crate) mod tests {
         }
     }
 
-    use crate::nova::conductor::STEP;
+    use crate::nova::steps::conductor::STEP;
 
     /// The (kind, name) of each child a plan applies.
     pub(crate) fn children(plan: &NovaPlan) -> Vec<(&str, &str)> {

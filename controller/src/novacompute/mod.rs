@@ -2,24 +2,17 @@
 //! pipeline tables, its steps (one file each: observe through the cluster handle, then a pure
 //! plan), its teardown, its watches and the pool index they share.
 
-pub mod aggregates;
 pub mod compute_api;
-pub mod compute_vpa;
 pub mod controller;
-pub mod daemonset;
 pub mod discover_hosts;
 #[cfg(test)]
 pub(crate) mod fixtures;
-pub mod nodes;
-pub mod nova_ref;
+pub mod hypervisors;
 #[cfg(test)]
 mod plan_fixtures;
-pub mod pool_config;
 pub mod pools;
 pub mod resolved;
-pub mod services;
-pub mod teardown;
-pub mod traits;
+pub mod steps;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -30,6 +23,9 @@ use nova_api::conditions::{NovaComputeConditionType as C, Reason};
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
 
 use crate::pipeline::{Pass, PlanOf, Reconciled, Stage, StepFuture, seq};
+use steps::{
+    aggregates, compute_vpa, daemonset, nodes, nova_ref, pool_config, services, teardown, traits,
+};
 
 /// One pass over one NovaCompute.
 pub type NovaComputePass = Pass<NovaCompute>;
@@ -59,8 +55,8 @@ const SERVICES: Stage<NovaCompute> = seq("Services", C::ServicesReady, services:
 const TRAITS: Stage<NovaCompute> = seq("Traits", C::TraitsReady, traits::run);
 const TEARDOWN: Stage<NovaCompute> = seq("Teardown", C::NovaReady, teardown::run);
 
-/// The rows of a live pool, in call order, then `$tail`. Each row names a file beside this
-/// one. The OpenStack rows run through `nova_side`; Services hands its poll to Traits.
+/// The rows of a live pool, in call order, then `$tail`. Each row names a file in `steps/`. The
+/// OpenStack rows run through `nova_side`; Services hands its poll to Traits.
 macro_rules! live_rows {
     ($($tail:expr),*) => {
         [

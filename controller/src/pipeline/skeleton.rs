@@ -9,6 +9,9 @@
 //! filters finalizer-only updates, so the helper's "await change" would never come back), and
 //! a cleanup that must wait keeps the finalizer without reporting an error (the helper removes
 //! it on every successful cleanup, and only an error keeps it).
+//!
+//! Longer than 500 lines on purpose: every exit path of a pass writes status the same way, which
+//! is only checkable with the whole flow in one place.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -33,7 +33,7 @@ use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus};
 use nova_controller::clusters::Registry;
 use nova_controller::metrics::Metrics;
-use nova_controller::novacompute::aggregates::{MARKER_KEY, TENANT_FILTER_TESTS};
+use nova_controller::novacompute::steps::aggregates::{MARKER_KEY, TENANT_FILTER_TESTS};
 use nova_controller::openstack::{self as os_client, Direct};
 use nova_test_harness::http;
 use nova_test_harness::openstack::nova::{

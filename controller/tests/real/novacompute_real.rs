@@ -44,7 +44,7 @@ use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::{NodePhase, Nova, NovaCompute};
 use nova_controller::clusters::Registry;
 use nova_controller::metrics::Metrics;
-use nova_controller::novacompute::aggregates::MARKER_KEY;
+use nova_controller::novacompute::steps::aggregates::MARKER_KEY;
 use nova_controller::openstack::{self as os_client, Credentials, Direct, Endpoints};
 use nova_controller::sensitive::Sensitive;
 use nova_test_harness::images::{nova_compute_image, pinned};

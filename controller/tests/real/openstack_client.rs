@@ -23,7 +23,8 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use nova_api::conditions::Reason;
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
 use nova_controller::clusters::{Cluster, KubeCluster, Registry};
-use nova_controller::novacompute::{aggregates, services, traits};
+use nova_controller::novacompute::hypervisors;
+use nova_controller::novacompute::steps::{aggregates, services, traits};
 use nova_controller::openstack::nova::ServiceDeletion;
 use nova_controller::openstack::placement::{TraitDeletion, TraitEnsured};
 use nova_controller::openstack::{Client, OpenStackError};
@@ -346,7 +347,7 @@ async fn traits_step(
     );
     let node = format!("hv-{ns}");
     let hypervisors = create_hypervisor(&cp.client()?, &node).await?;
-    let handle = traits::ClusterHypervisors(&**cluster);
+    let handle = hypervisors::ClusterHypervisors(&**cluster);
     let patches: Arc<dyn Cluster> = cluster.clone();
     let mut entry = node_entry(&node, NodePhase::Active);
     let live = traits_pool(ns, &node, &traits, &gpu, false);
