@@ -3,7 +3,9 @@
 //! before left it, and the other pools of the Nova.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use nova_api::conditions::Reason;
 use nova_api::v1alpha1::{NovaCompute, NovaComputeNodeStatus};
 
 use super::resolved::NovaInputs;
@@ -50,6 +52,22 @@ fn addressing(nova: &NovaInputs) -> (Endpoints, Credentials) {
             project_domain_name: c.project_domain_name.clone(),
         },
     )
+}
+
+/// The condition an OpenStack row reports, its own poll, and an error the pass returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// True or False.
+    pub ok: bool,
+    /// The reason.
+    pub reason: Reason,
+    /// The message.
+    pub message: String,
+    /// End the pass and come back after this (the Traits step takes the shorter of it and the
+    /// Services poll); None goes on.
+    pub requeue: Option<Duration>,
+    /// A failure the pass returns as its error (a Hypervisor the pool cannot write).
+    pub error: Option<String>,
 }
 
 /// What the Aggregates and Traits steps start from.

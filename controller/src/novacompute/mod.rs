@@ -101,12 +101,12 @@ pub fn ledger(pool: &NovaCompute) -> &[NovaComputeNodeStatus] {
 /// nothing, so the teardown skips to the mirror reap and the release.
 pub fn nova_side<'a>(
     pass: &'a NovaComputePass,
-    run: fn(&'a NovaComputePass) -> StepFuture<'a, NovaCompute>,
+    run: fn(&'a NovaComputePass, &'a resolved::NovaInputs) -> StepFuture<'a, NovaCompute>,
 ) -> StepFuture<'a, NovaCompute> {
-    if pass.resolved.nova.is_none() {
-        return Box::pin(async { Ok(NovaComputePlan::proceed()) });
+    match &pass.resolved.nova {
+        Some(nova) => run(pass, nova),
+        None => Box::pin(async { Ok(NovaComputePlan::proceed()) }),
     }
-    run(pass)
 }
 
 impl Reconciled for NovaCompute {

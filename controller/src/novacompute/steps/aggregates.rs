@@ -12,8 +12,9 @@
 use nova_api::conditions::NovaComputeConditionType as C;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
+use crate::novacompute::compute_api::Report;
+use crate::novacompute::resolved::NovaInputs;
 use crate::novacompute::resolved::Resolved;
 use crate::novacompute::{
     NovaComputePass, NovaComputePlan, REQUEUE_COMPUTE_DRAIN_POLLING, compute_api, nova_side,
@@ -221,29 +222,18 @@ pub enum Outcome {
     Failed(String),
 }
 
-/// The condition of a pass. Only a completed step goes on: a failed call and a concurrent
-/// create requeue, which also holds a deleting pool's finalizer (the teardown runs only after
-/// every step before it went on).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Report {
-    /// True or False.
-    pub ok: bool,
-    /// The reason.
-    pub reason: Reason,
-    /// The message.
-    pub message: String,
-    /// End the pass and come back after this; None goes on.
-    pub requeue: Option<Duration>,
-}
-
-/// The condition: a failed call, then a concurrent create, then the zone mismatches, then
-/// the zone-less nodes (both not waits: the later steps still run), then the True reasons.
+/// The condition. Only a completed step goes on: a failed call and a concurrent create
+/// requeue, which also holds a deleting pool's finalizer (the teardown runs only after every
+/// step before it went on). By precedence: a failed call, then a concurrent create, then the
+/// zone mismatches, then the zone-less nodes (both not waits: the later steps still run), then
+/// the True reasons.
 pub fn report(assessment: &Assessment, outcome: &Outcome) -> Report {
     let report = |ok, reason, message: String, requeue| Report {
         ok,
         reason,
         message,
         requeue,
+        error: None,
     };
     match outcome {
         Outcome::Failed(message) => report(
@@ -477,11 +467,8 @@ pub fn run(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
     nova_side(pass, step)
 }
 
-fn step(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
+fn step<'a>(pass: &'a NovaComputePass, nova: &'a NovaInputs) -> StepFuture<'a, NovaCompute> {
     Box::pin(async move {
-        let Some(nova) = &pass.resolved.nova else {
-            return Ok(NovaComputePlan::proceed());
-        };
         let side = compute_api::side(pass, nova);
         let pool = Pool {
             namespace: &pass.owner.namespace,

@@ -53,7 +53,7 @@ pub struct Observed {
 
 /// The PoolConfig step.
 pub fn run(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
-    nova_side(pass, |pass| observe_then_plan(pass, observe, plan))
+    nova_side(pass, |pass, _| observe_then_plan(pass, observe, plan))
 }
 
 async fn observe(pass: &NovaComputePass) -> Result<Observed, StepError> {

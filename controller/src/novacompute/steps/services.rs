@@ -18,6 +18,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::clusters::ClusterError;
+use crate::novacompute::compute_api::Report;
+use crate::novacompute::resolved::NovaInputs;
 use crate::novacompute::resolved::{NodeSets, Resolved, StatusUpdate};
 use crate::novacompute::{
     NovaComputePass, NovaComputePlan, REQUEUE_COMPUTE_DRAIN_POLLING,
@@ -364,24 +366,16 @@ pub async fn walk(client: &Client, pool: &Pool) -> Walk {
     settle(pool, &listed, &effects::answers(outcomes))
 }
 
-/// The condition of the walk. `discovery` is the host discovery's note, or its failure.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Report {
-    /// True or False.
-    pub ok: bool,
-    /// The reason.
-    pub reason: Reason,
-    /// The message.
-    pub message: String,
-}
-
-/// The condition, by precedence: a failed call, a failed discovery, then WaitingForServices,
+/// The condition of the walk (its poll goes to the Traits step; `discovery` is the host
+/// discovery's note, or its failure), by precedence: a failed call, a failed discovery, then WaitingForServices,
 /// WaitingForHostMapping, ServicesDown, Draining and ServicesUp.
 pub fn report(walk: &Walk, discovery: Option<&Result<String, String>>) -> Report {
     let report = |ok, reason, message: String| Report {
         ok,
         reason,
         message,
+        requeue: None,
+        error: None,
     };
     if let Some(message) = walk.failure.as_ref().or(walk.mapping_failure.as_ref()) {
         return report(false, Reason::ComputeAPIError, message.clone());
@@ -469,11 +463,8 @@ pub fn run(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
     nova_side(pass, step)
 }
 
-fn step(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
+fn step<'a>(pass: &'a NovaComputePass, nova: &'a NovaInputs) -> StepFuture<'a, NovaCompute> {
     Box::pin(async move {
-        let Some(nova) = &pass.resolved.nova else {
-            return Ok(NovaComputePlan::proceed());
-        };
         let nodes = compute_api::current_ledger(pass);
         let sets = pass.resolved.nodes.clone().unwrap_or_default();
         let pods_on = match pods_on(pass, &nodes).await {

@@ -14,6 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::novacompute::compute_api::Report;
+use crate::novacompute::resolved::NovaInputs;
 use crate::novacompute::resolved::StatusUpdate;
 use crate::novacompute::{
     NovaComputePass, NovaComputePlan, REQUEUE_COMPUTE_DRAIN_POLLING, compute_api, nova_side,
@@ -169,21 +171,6 @@ pub fn disposition(
     } else {
         Disposition::Delete
     }
-}
-
-/// The condition of the pass, its own poll, and an error to return.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Report {
-    /// True or False.
-    pub ok: bool,
-    /// The reason.
-    pub reason: Reason,
-    /// The message.
-    pub message: String,
-    /// The step's own poll (the caller takes the shorter of it and the Services poll).
-    pub requeue: Option<Duration>,
-    /// A Hypervisor failure the pass returns as its error.
-    pub error: Option<String>,
 }
 
 /// What the step changed.
@@ -532,11 +519,8 @@ pub fn run(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
     nova_side(pass, step)
 }
 
-fn step(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
+fn step<'a>(pass: &'a NovaComputePass, nova: &'a NovaInputs) -> StepFuture<'a, NovaCompute> {
     Box::pin(async move {
-        let Some(nova) = &pass.resolved.nova else {
-            return Ok(NovaComputePlan::proceed());
-        };
         let side = compute_api::side(pass, nova);
         let nodes = &side.nodes;
         let annotated = pass
