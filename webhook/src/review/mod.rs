@@ -151,6 +151,25 @@ pub async fn handle(webhook: Webhook, body: &[u8], resolver: &dyn Resolver) -> H
     if let Some(handled) = (webhook.direct)(webhook, body, resolver).await {
         return handled;
     }
+    general(webhook, body, resolver).await
+}
+
+/// Both paths of [`handle`] on one body, each alone: the single pass's answer (`None` where it
+/// declines) and the general path's. Public only for the pure tier's differential test
+/// (`tests/pure/paths.rs`), which shows that wherever the single pass answers, it answers as
+/// the general path would; the server calls [`handle`].
+#[doc(hidden)]
+pub async fn both_paths(
+    webhook: Webhook,
+    body: &[u8],
+    resolver: &dyn Resolver,
+) -> (Option<Handled>, Handled) {
+    let direct = (webhook.direct)(webhook, body, resolver).await;
+    (direct, general(webhook, body, resolver).await)
+}
+
+/// The general path: the review parsed with its object kept raw; it answers every body.
+async fn general(webhook: Webhook, body: &[u8], resolver: &dyn Resolver) -> Handled {
     let review = match parse(body) {
         Ok(r) => r,
         Err(e) => {
