@@ -100,20 +100,26 @@ pub struct Review<'a, O = &'a RawValue> {
 }
 
 /// Parses a request body, the new object kept raw.
-pub fn parse(body: &[u8]) -> Result<Review<'_>, ReviewError> {
-    parse_as(body)
-}
-
-/// Parses a request body, the new object decoded as `O` in the same pass.
 ///
 /// A body that is UTF-8 is checked as such once, as a whole, and read as text: read as bytes,
 /// every string in it would be checked on its own (8k instructions of a defaulting review).
-pub fn parse_as<'a, O: Deserialize<'a>>(body: &'a [u8]) -> Result<Review<'a, O>, ReviewError> {
-    let review: ReviewIn<'a, O> = match std::str::from_utf8(body) {
-        Ok(text) => serde_json::from_str(text),
-        Err(_) => serde_json::from_slice(body),
+pub fn parse(body: &[u8]) -> Result<Review<'_>, ReviewError> {
+    match std::str::from_utf8(body) {
+        Ok(text) => parse_as(text),
+        Err(_) => review(serde_json::from_slice(body)),
     }
-    .map_err(|e| ReviewError::NotJson(e.to_string()))?;
+}
+
+/// Parses a request body known to be UTF-8, the new object decoded as `O` in the same pass.
+pub fn parse_as<'a, O: Deserialize<'a>>(text: &'a str) -> Result<Review<'a, O>, ReviewError> {
+    review(serde_json::from_str(text))
+}
+
+/// The review a body decoded into.
+fn review<'a, O>(
+    decoded: serde_json::Result<ReviewIn<'a, O>>,
+) -> Result<Review<'a, O>, ReviewError> {
+    let review = decoded.map_err(|e| ReviewError::NotJson(e.to_string()))?;
     let request = review.request.ok_or(ReviewError::NoRequest)?;
     Ok(Review {
         api_version: review
