@@ -1,6 +1,6 @@
 //! Deterministic damage to JSON values, and the fuzz seeds with variations of them, shared by
-//! the tests that fuzz the reviews without libFuzzer (`robustness`, `paths`): a fixed-seed
-//! generator, so every run sees the same inputs.
+//! the tests that fuzz the reviews without libFuzzer (`robustness`, `paths`, `defaulting`): a
+//! fixed-seed generator, so every run sees the same inputs.
 
 use nova_webhook::review::{Offline, Verb, Webhook, handle};
 use serde_json::{Value, json};
