@@ -6,6 +6,10 @@
 //! property of the input and repeats; a page-fault storm or a stall of the host does not, so
 //! an input over the budget is run twice more and fails only if it is over every time. The
 //! Offline resolver answers the API lookups.
+//!
+//! An input that is JSON is then checked against the defaulting oracle (the pure tier's
+//! `oracle.rs`, included): the defaulting patch gives the object the controller's defaulting
+//! gives. It runs outside the CPU budget.
 
 #![no_main]
 
@@ -15,6 +19,9 @@ use libfuzzer_sys::fuzz_target;
 use nova_api::v1alpha1::{Nova, NovaCompute};
 use nova_webhook::review::{Handled, Offline, Webhook, handle};
 use serde_json::Value;
+
+#[path = "../../tests/pure/oracle.rs"]
+mod oracle;
 
 const BUDGET: Duration = Duration::from_millis(10);
 /// How often an input is run before it counts as over the budget.
@@ -67,4 +74,7 @@ fuzz_target!(|body: &[u8]| {
         spent.len() < TRIES,
         "one input took {spent:?} of CPU, over {BUDGET:?} every time"
     );
+    if let Ok(review) = serde_json::from_slice::<Value>(body) {
+        oracle::defaulting(&review);
+    }
 });

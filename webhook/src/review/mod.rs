@@ -30,8 +30,9 @@ type Run = for<'a> fn(&'a Review<'a>, &'a dyn Resolver) -> BoxFuture<'a, Respons
 /// A webhook's single pass: the review decoded with its object, when the webhook can answer
 /// from that alone; `None` sends the body down the general path (the object kept raw), which
 /// answers whatever the single pass does not: a body that is no review, an object that does
-/// not decode (named field by field there), a request without its kind.
-type Direct = for<'a> fn(Webhook, &'a [u8], &'a dyn Resolver) -> BoxFuture<'a, Option<Handled>>;
+/// not decode (named field by field there), a request without its kind. It reads the body as
+/// text: [`handle`] sends a body that is not UTF-8 down the general path.
+type Direct = for<'a> fn(Webhook, &'a str, &'a dyn Resolver) -> BoxFuture<'a, Option<Handled>>;
 
 /// One of the four webhooks: a verb on a kind, at its path.
 #[derive(Clone, Copy)]
@@ -100,7 +101,7 @@ fn run_mutate<'a, K: Admitted>(
 /// The defaulting webhook in one pass: the spec decoded with the review.
 fn direct_mutate<'a, K: Admitted>(
     webhook: Webhook,
-    body: &'a [u8],
+    body: &'a str,
     _: &'a dyn Resolver,
 ) -> BoxFuture<'a, Option<Handled>> {
     Box::pin(std::future::ready(
@@ -116,7 +117,7 @@ fn direct_mutate<'a, K: Admitted>(
 /// The validating webhook in one pass: the object decoded with the review.
 fn direct_validate<'a, K: Admitted>(
     webhook: Webhook,
-    body: &'a [u8],
+    body: &'a str,
     resolver: &'a dyn Resolver,
 ) -> BoxFuture<'a, Option<Handled>> {
     Box::pin(async move {
@@ -148,9 +149,37 @@ pub struct Handled {
 /// Runs a webhook on a raw body. A body that is not an AdmissionReview is answered with 400
 /// and a plain message.
 pub async fn handle(webhook: Webhook, body: &[u8], resolver: &dyn Resolver) -> Handled {
-    if let Some(handled) = (webhook.direct)(webhook, body, resolver).await {
+    if let Some(handled) = direct(webhook, body, resolver).await {
         return handled;
     }
+    general(webhook, body, resolver).await
+}
+
+/// The single pass, on a body that is UTF-8. JSON is: read as bytes, the single pass would
+/// skip unchecked the strings of the object its types do not name (serde_json checks the
+/// UTF-8 of what it decodes, not of what it skips), and so answer a body whose raw object the
+/// general path rejects as no JSON.
+async fn direct(webhook: Webhook, body: &[u8], resolver: &dyn Resolver) -> Option<Handled> {
+    let text = std::str::from_utf8(body).ok()?;
+    (webhook.direct)(webhook, text, resolver).await
+}
+
+/// Both paths of [`handle`] on one body, each alone: the single pass's answer (`None` where it
+/// declines) and the general path's. Public only for the pure tier's differential test
+/// (`tests/pure/paths.rs`), which shows that wherever the single pass answers, it answers as
+/// the general path would; the server calls [`handle`].
+#[doc(hidden)]
+pub async fn both_paths(
+    webhook: Webhook,
+    body: &[u8],
+    resolver: &dyn Resolver,
+) -> (Option<Handled>, Handled) {
+    let direct = direct(webhook, body, resolver).await;
+    (direct, general(webhook, body, resolver).await)
+}
+
+/// The general path: the review parsed with its object kept raw; it answers every body.
+async fn general(webhook: Webhook, body: &[u8], resolver: &dyn Resolver) -> Handled {
     let review = match parse(body) {
         Ok(r) => r,
         Err(e) => {

@@ -17,14 +17,14 @@ use nova_api::defaults::Changes;
 use serde::Serialize;
 
 use super::tracked::{Members, Tracked};
-use super::wire::{self, Head, Response, Review};
+use super::wire::{self, Head, Object, Response, Review};
 use crate::admitted::Admitted;
 use crate::field::Status;
 use crate::validation::Operation;
 
 /// A received object as the defaulting webhook reads it: its head, and its spec decoded as `S`
 /// with the members its objects had.
-pub type Received<'a, S> = Head<'a, Tracked<'a, S>>;
+pub type Received<'a, S> = Object<Head<'a, Tracked<'a, S>>>;
 
 /// Runs the defaulting webhook of `K` on a review whose object is raw.
 pub fn mutate<K: Admitted>(review: &Review<'_>) -> Response {
@@ -46,12 +46,16 @@ pub fn mutate_received<K: Admitted>(
         Ok((op, _)) => op,
         Err(resp) => return Some(*resp),
     };
-    let received = req.object.take()?;
+    let Object(received) = req.object.take()?;
     Some(defaulted::<K>(&req.uid, op, received))
 }
 
 /// The defaulting of a received object.
-fn defaulted<K: Admitted>(uid: &str, op: Operation, received: Received<'_, K::Spec>) -> Response {
+fn defaulted<K: Admitted>(
+    uid: &str,
+    op: Operation,
+    received: Head<'_, Tracked<'_, K::Spec>>,
+) -> Response {
     if op == Operation::Update && received.deleting() {
         return Response::allow(uid);
     }

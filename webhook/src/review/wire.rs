@@ -15,6 +15,7 @@
 use std::borrow::Cow;
 
 use base64::Engine as _;
+use serde::de::{Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -100,20 +101,26 @@ pub struct Review<'a, O = &'a RawValue> {
 }
 
 /// Parses a request body, the new object kept raw.
-pub fn parse(body: &[u8]) -> Result<Review<'_>, ReviewError> {
-    parse_as(body)
-}
-
-/// Parses a request body, the new object decoded as `O` in the same pass.
 ///
 /// A body that is UTF-8 is checked as such once, as a whole, and read as text: read as bytes,
 /// every string in it would be checked on its own (8k instructions of a defaulting review).
-pub fn parse_as<'a, O: Deserialize<'a>>(body: &'a [u8]) -> Result<Review<'a, O>, ReviewError> {
-    let review: ReviewIn<'a, O> = match std::str::from_utf8(body) {
-        Ok(text) => serde_json::from_str(text),
-        Err(_) => serde_json::from_slice(body),
+pub fn parse(body: &[u8]) -> Result<Review<'_>, ReviewError> {
+    match std::str::from_utf8(body) {
+        Ok(text) => parse_as(text),
+        Err(_) => review(serde_json::from_slice(body)),
     }
-    .map_err(|e| ReviewError::NotJson(e.to_string()))?;
+}
+
+/// Parses a request body known to be UTF-8, the new object decoded as `O` in the same pass.
+pub fn parse_as<'a, O: Deserialize<'a>>(text: &'a str) -> Result<Review<'a, O>, ReviewError> {
+    review(serde_json::from_str(text))
+}
+
+/// The review a body decoded into.
+fn review<'a, O>(
+    decoded: serde_json::Result<ReviewIn<'a, O>>,
+) -> Result<Review<'a, O>, ReviewError> {
+    let review = decoded.map_err(|e| ReviewError::NotJson(e.to_string()))?;
     let request = review.request.ok_or(ReviewError::NoRequest)?;
     Ok(Review {
         api_version: review
@@ -324,6 +331,34 @@ pub fn admissible_as<'r, O>(
     Ok((op, object))
 }
 
+/// `T` read from a JSON object only. A derived struct also reads a JSON array, its members'
+/// values in declaration order (serde's sequence form): an object written `[metadata, spec]`
+/// would give a [`Head`] whose spec no `/spec` of a patch reaches.
+pub struct Object<T>(pub T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        T::deserialize(AsMap(d)).map(Object)
+    }
+}
+
+/// A decoder asked for anything reads a map.
+struct AsMap<D>(D);
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for AsMap<D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, v: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_map(v)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map struct enum
+        identifier ignored_any
+    }
+}
+
 /// The stored object of an UPDATE.
 pub fn old_object<'r, O>(req: &Request<'r, O>, op: Operation) -> Option<&'r RawValue> {
     req.old_object.filter(|_| op == Operation::Update)
@@ -361,7 +396,7 @@ struct MetaHead<'a> {
 impl<'a, S: Deserialize<'a>> Head<'a, S> {
     /// The head of `raw`; empty when it is not an object.
     pub fn of(raw: &'a RawValue) -> Self {
-        serde_json::from_str(raw.get()).unwrap_or_default()
+        serde_json::from_str(raw.get()).map_or_else(|_| Head::default(), |Object(head)| head)
     }
 
     /// Whether the object carries a deletion timestamp.
