@@ -208,13 +208,16 @@ async fn five_quiet_passes(
     })
     .await?;
     let before = quiet(client, requests, ns, name).await?;
+    let status = pools.get(name).await?.status;
     touch_five_times(&pools, name, name, &passes).await;
     one_pass(&pools, name, &format!("{name}-settled"), &passes).await?;
     quiet_window(PASS_TAIL).await;
     let after = quiet(client, requests, ns, name).await?;
     ensure!(
         before == after,
-        "{name} converged writes no status and records no event: {before:?} -> {after:?}"
+        "{name} converged writes no status and records no event: {before:?} -> {after:?}\nthe status before: {}\nand after: {}",
+        serde_json::to_string(&status)?,
+        serde_json::to_string(&pools.get(name).await?.status)?
     );
     Ok(())
 }
