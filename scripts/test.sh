@@ -70,7 +70,7 @@ tier() {
 # and the examples' build.
 kwok_tests=(cargo test --workspace --locked --no-fail-fast --test 'kwok*')
 # Each real test works in a namespace of its own (`testkit::stack`), so they can run side by
-# side: NOVA_REAL_TEST_THREADS=2 took the tier from about 38 to 21-22 minutes on this 2-core
+# side: NOVA_REAL_TEST_THREADS=2 took the tier from about 29 to 21-22 minutes on this 2-core
 # machine, but one run in three failed on a node too busy for its services (tests/README.md),
 # so by default, and in CI, they run one at a time.
 real_tests=(cargo test --workspace --locked --no-fail-fast --test 'real*' -- "--test-threads=${NOVA_REAL_TEST_THREADS:-1}")
