@@ -4,6 +4,8 @@ use k8s_openapi::api::core::v1::Event;
 use kube::Client;
 use kube::api::{Api, ListParams};
 
+pub use crate::diagnose::occurrences;
+
 /// Every event reason published in `ns`, oldest first.
 pub async fn event_reasons(client: &Client, ns: &str) -> Vec<String> {
     let events: Api<Event> = Api::namespaced(client.clone(), ns);
@@ -14,13 +16,6 @@ pub async fn event_reasons(client: &Client, ns: &str) -> Vec<String> {
         .items;
     listed.sort_by_key(|e| e.metadata.creation_timestamp.clone());
     listed.into_iter().filter_map(|e| e.reason).collect()
-}
-
-/// How often an event was recorded: kube's Recorder records a repeat within its cache window
-/// as `series.count` on the same Event (a patch), never as a new Event or in `count`.
-pub fn occurrences(event: &Event) -> i32 {
-    let series = event.series.as_ref().and_then(|s| s.count).unwrap_or(1);
-    series.max(event.count.unwrap_or(1))
 }
 
 /// The events recorded on the object `name` in `ns`, oldest first: (reason, note, how often).

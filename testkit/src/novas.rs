@@ -198,7 +198,7 @@ pub async fn wait_nova_for(
     match waited {
         Ok(nova) => nova,
         Err(timeout) => {
-            crate::real::dump(client, ns).await;
+            crate::diagnose::dump(client, ns).await;
             panic!("{timeout}");
         }
     }

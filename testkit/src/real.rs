@@ -8,15 +8,17 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, Secret, Service};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams};
-use kube::{Client, ResourceExt};
+use k8s_openapi::api::core::v1::{Secret, Service};
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use nova_api::v1alpha1::{ImageSpec, Nova};
 use nova_controller::objects::kinds;
 use nova_test_harness::images::{MARIADB_IMAGE, nova_image, pinned};
 use nova_test_harness::openstack::{self, KEYSTONE, OpenStack, PLACEMENT, Ports};
 use nova_test_harness::pods;
 use serde_json::{Value, json};
+
+pub use crate::diagnose::dump;
 
 use crate::controllers::start_controller_probing;
 use crate::fixtures::{API_DB_PASSWORD, CELL_DB_PASSWORD, SHARED_SECRET, example};
@@ -105,50 +107,6 @@ pub async fn provide_real_inputs(os: &OpenStack, client: &Client, ns: &str) {
                "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
     )
     .await;
-}
-
-/// Prints the conditions of the Nova and the state and log tail of every pod in `ns`: what a
-/// failing real run needs to be understood.
-pub async fn dump(client: &Client, ns: &str) {
-    let novas: Api<Nova> = Api::namespaced(client.clone(), ns);
-    if let Ok(nova) = novas.get("nova").await {
-        for c in nova.status.iter().flat_map(|s| s.conditions.iter()) {
-            eprintln!(
-                "condition {} {} {}: {}",
-                c.type_, c.status, c.reason, c.message
-            );
-        }
-    }
-    let all: Api<Pod> = Api::namespaced(client.clone(), ns);
-    for pod in all
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-    {
-        let name = pod.name_any();
-        let states = serde_json::to_string(
-            &pod.status
-                .as_ref()
-                .map(|s| (&s.init_container_statuses, &s.container_statuses)),
-        )
-        .unwrap_or_default();
-        eprintln!("pod {name}: {states}");
-        let spec = pod.spec.iter();
-        let init = spec
-            .clone()
-            .flat_map(|s| s.init_containers.iter().flatten());
-        for container in init.chain(spec.flat_map(|s| s.containers.iter())) {
-            let log = pods::logs(client, ns, &name, &container.name)
-                .await
-                .unwrap_or_else(|e| e.to_string());
-            let tail: Vec<&str> = log.lines().rev().take(25).collect();
-            eprintln!("--- {name}/{}:", container.name);
-            for line in tail.iter().rev() {
-                eprintln!("    {line}");
-            }
-        }
-    }
 }
 
 /// Waits until `check` passes on the Nova, playing the Gateway meanwhile; dumps the namespace
