@@ -112,7 +112,7 @@ impl Engine {
         let result = async {
             let mut plan = (step.run)(pass).await?;
             let effects = plan.effects.take();
-            plan = self.settle(step, pass, plan).await?;
+            plan = self.carry_out_plan(step, pass, plan).await?;
             if let Some(effects) = effects.filter(|e| !self.record(step, e)) {
                 let Effects {
                     client,
@@ -120,7 +120,7 @@ impl Engine {
                     settle,
                 } = effects;
                 let outcomes = self.carry_out_effects(step, &list, client.as_deref()).await;
-                let settled = self.settle(step, pass, settle(outcomes)).await?;
+                let settled = self.carry_out_plan(step, pass, settle(outcomes)).await?;
                 plan = followed_by::<K>(plan, settled);
             }
             Ok(plan)
@@ -149,7 +149,7 @@ impl Engine {
     /// Carries out a plan's children, removals and prunes. When the engine cannot, the plan's
     /// verdict no longer holds: a kind that names a reason for the step's condition reports the
     /// failure there, else the step fails.
-    async fn settle<K: Reconciled>(
+    async fn carry_out_plan<K: Reconciled>(
         &self,
         step: &Step<K>,
         pass: &Pass<K>,
@@ -383,6 +383,33 @@ mod tests {
     ];
     static PARALLEL_WITH_ERROR: [Stage<Nova>; 1] = [parallel(&GROUP_WITH_ERROR)];
 
+    /// Two merge patches on the pass's own cluster around an OpenStack action that fails (the
+    /// plan names no client): the failure ends the batch; the settle reports the outcomes.
+    fn patches(pass: &Pass<Nova>) -> StepFuture<'_, Nova> {
+        let patch = |name: &str| Effect::MergePatch {
+            cluster: pass.cluster.clone(),
+            kind: crate::objects::kinds::hypervisor(),
+            namespace: None,
+            name: name.into(),
+            patch: serde_json::json!({"spec": {"customTraits": ["CUSTOM_A"]}}),
+        };
+        let refused = Effect::OpenStack(crate::openstack::action::Action::DeleteTrait {
+            name: "CUSTOM_A".into(),
+        });
+        let list = vec![patch("node-1"), refused, patch("node-2")];
+        Box::pin(async move {
+            Ok(Plan::effects(None, list, |outcomes| {
+                let message = outcomes
+                    .iter()
+                    .map(Outcome::result)
+                    .collect::<Vec<_>>()
+                    .join(",");
+                Plan::proceed().ready(C::SecretsReady, Reason::SecretsAvailable, message)
+            }))
+        })
+    }
+    static EFFECTS: [Stage<Nova>; 1] = [seq("Patches", C::SecretsReady, patches)];
+
     fn pass() -> (Pass<Nova>, Arc<MemoryCluster>) {
         let cluster = Arc::new(MemoryCluster::new(SecretSource::default()));
         (Pass::new(Arc::new(example()), cluster.clone()), cluster)
@@ -395,6 +422,45 @@ mod tests {
     fn engine() -> (Engine, Metrics) {
         let metrics = Metrics::new().expect("metrics");
         (Engine::new(metrics.clone()), metrics)
+    }
+
+    #[tokio::test]
+    async fn effects_are_carried_out_in_order_counted_and_settled_into_the_plan() {
+        let (engine, metrics) = engine();
+        let (mut pass, cluster) = pass();
+        engine.run(&EFFECTS, &mut pass).await.expect("no error");
+        let patched: Vec<String> = cluster.patched().into_iter().map(|(n, _)| n).collect();
+        assert_eq!(patched, ["node-1"], "the batch stops at the failed action");
+        assert_eq!(pass.verdicts()[0].message, "ok,failed");
+        let counted = |effect: &str, result: &str| {
+            metrics
+                .effects
+                .with_label_values(&["Patches", effect, result])
+                .get()
+        };
+        assert_eq!(
+            (
+                counted("merge_patch", "ok"),
+                counted("delete_trait", "failed")
+            ),
+            (1, 1)
+        );
+        assert_eq!(counted("merge_patch", "failed"), 0, "node-2 was never sent");
+    }
+
+    #[tokio::test]
+    async fn a_recording_engine_records_effects_and_carries_none_out() {
+        let engine = Engine::recording(Metrics::new().expect("metrics"));
+        let (mut pass, cluster) = pass();
+        engine.run(&EFFECTS, &mut pass).await.expect("no error");
+        assert!(cluster.patched().is_empty());
+        assert!(pass.verdicts().is_empty(), "nothing is settled");
+        let recorded: Vec<String> = engine.recorded().into_iter().map(|r| r.effect).collect();
+        assert_eq!(recorded.len(), 3);
+        assert!(
+            recorded[0].starts_with("patching Hypervisor node-1"),
+            "{recorded:?}"
+        );
     }
 
     #[tokio::test]
