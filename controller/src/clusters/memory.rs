@@ -15,7 +15,9 @@ use kube::core::ApiResource;
 use serde_json::{Value, json};
 
 use super::probe::Probe;
-use super::{Applied, Cluster, ClusterError, JobReport, Meta, SecretValues, values_of};
+use super::{
+    Applied, ClusterError, ClusterReads, ClusterWrites, JobReport, Meta, SecretValues, values_of,
+};
 use crate::objects::{Child, Invalid, Labels, Owner, kinds};
 use crate::openstack::{EmptyCloud, Transport};
 use crate::sensitive::Sensitive;
@@ -179,7 +181,7 @@ impl MemoryCluster {
     }
 }
 
-impl Cluster for MemoryCluster {
+impl ClusterReads for MemoryCluster {
     fn namespace_scope(&self) -> Option<&str> {
         None
     }
@@ -207,21 +209,6 @@ impl Cluster for MemoryCluster {
         _: &'a str,
     ) -> BoxFuture<'a, Result<Option<DynamicObject>, ClusterError>> {
         Box::pin(async { Ok(None) })
-    }
-
-    /// Recorded, not sent.
-    fn merge_patch<'a>(
-        &'a self,
-        _: &'a ApiResource,
-        _: Option<&'a str>,
-        name: &'a str,
-        patch: &'a Value,
-    ) -> BoxFuture<'a, Result<(), ClusterError>> {
-        self.patched
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((name.to_owned(), patch.clone()));
-        Box::pin(async { Ok(()) })
     }
 
     fn list_live<'a>(
@@ -298,6 +285,28 @@ impl Cluster for MemoryCluster {
         Box::pin(async { Ok(JobReport::default()) })
     }
 
+    /// Files are always there.
+    fn reachable(&self) -> BoxFuture<'_, bool> {
+        Box::pin(async { true })
+    }
+}
+
+impl ClusterWrites for MemoryCluster {
+    /// Recorded, not sent.
+    fn merge_patch<'a>(
+        &'a self,
+        _: &'a ApiResource,
+        _: Option<&'a str>,
+        name: &'a str,
+        patch: &'a Value,
+    ) -> BoxFuture<'a, Result<(), ClusterError>> {
+        self.patched
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((name.to_owned(), patch.clone()));
+        Box::pin(async { Ok(()) })
+    }
+
     fn apply<'a>(
         &'a self,
         _: &'a Owner,
@@ -333,11 +342,6 @@ impl Cluster for MemoryCluster {
         _: &'a [String],
     ) -> BoxFuture<'a, Result<usize, ClusterError>> {
         Box::pin(async { Ok(0) })
-    }
-
-    /// Files are always there.
-    fn reachable(&self) -> BoxFuture<'_, bool> {
-        Box::pin(async { true })
     }
 
     /// A render never deletes: nothing it reads is a child to sweep.

@@ -1,5 +1,6 @@
 //! The cluster handle (`DESIGN.md` principle 6): every read and write a step makes goes through
-//! the [`Cluster`] its CR resolves to.
+//! the [`Cluster`] its CR resolves to. Steps hold its read side ([`Handle`] derefs to
+//! [`ClusterReads`]); the write side ([`ClusterWrites`]) is the engine's, carrying out plans.
 //!
 //! A CR without `targetClusterRef` resolves to the [`KubeCluster`] of the management cluster
 //! this process runs against; one that names a registered target cluster resolves to that
@@ -189,9 +190,9 @@ pub struct JobReport {
 /// The cached metadata of one object.
 pub type Meta = Arc<PartialObjectMeta<DynamicObject>>;
 
-/// Every read and write a step makes. Object-safe, so a pass holds `Arc<dyn Cluster>` and
-/// the same plan runs against the management cluster, a target cluster or `render`'s files.
-pub trait Cluster: Send + Sync {
+/// Every read a step makes: the side of the handle steps hold ([`Handle`]). Object-safe, so
+/// the same plan runs against the management cluster, a target cluster or `render`'s memory.
+pub trait ClusterReads: Send + Sync {
     /// The one namespace this handle may read, when it is namespace-scoped.
     fn namespace_scope(&self) -> Option<&str>;
 
@@ -262,15 +263,6 @@ pub trait Cluster: Send + Sync {
         name: &'a str,
     ) -> BoxFuture<'a, Result<Option<DynamicObject>, ClusterError>>;
 
-    /// A JSON merge patch of an object under [`FIELD_MANAGER`], without optimistic lock.
-    fn merge_patch<'a>(
-        &'a self,
-        kind: &'a ApiResource,
-        namespace: Option<&'a str>,
-        name: &'a str,
-        patch: &'a Value,
-    ) -> BoxFuture<'a, Result<(), ClusterError>>;
-
     /// The objects of `kind` in `namespace` carrying every label of `selector` (and matching
     /// the field selector `fields`), read from the API server: for pods, which no watch holds.
     fn list_live<'a>(
@@ -298,6 +290,23 @@ pub trait Cluster: Send + Sync {
         job_uid: &'a str,
     ) -> BoxFuture<'a, Result<JobReport, ClusterError>>;
 
+    /// Whether the cluster's API server answers now (one uncached request, bounded): how the
+    /// deletion path tells a stopped target from an engaged one.
+    fn reachable(&self) -> BoxFuture<'_, bool>;
+}
+
+/// Every write the controller makes: the side only the engine and the skeleton call, carrying
+/// out a plan's children and effects (a step hands them over as data).
+pub trait ClusterWrites: Send + Sync {
+    /// A JSON merge patch of an object under [`FIELD_MANAGER`], without optimistic lock.
+    fn merge_patch<'a>(
+        &'a self,
+        kind: &'a ApiResource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        patch: &'a Value,
+    ) -> BoxFuture<'a, Result<(), ClusterError>>;
+
     /// Server-side applies `child` for `owner`, unless the cache shows it already carries
     /// exactly that; refuses an object another owner controls, adopts one nobody controls.
     fn apply<'a>(
@@ -313,10 +322,6 @@ pub trait Cluster: Send + Sync {
         namespace: &'a str,
         name: &'a str,
     ) -> BoxFuture<'a, Result<(), ClusterError>>;
-
-    /// Whether the cluster's API server answers now (one uncached request, bounded): how the
-    /// deletion path tells a stopped target from an engaged one.
-    fn reachable(&self) -> BoxFuture<'_, bool>;
 
     /// Deletes (in the background) every object of `kind` in the owner's namespace that
     /// `owner` controls, listed metadata-only from the API server, never from a cache, 500 at
@@ -339,8 +344,44 @@ pub trait Cluster: Send + Sync {
     ) -> BoxFuture<'a, Result<usize, ClusterError>>;
 }
 
+/// A whole cluster handle: both sides.
+pub trait Cluster: ClusterReads + ClusterWrites {}
+
+impl<C: ClusterReads + ClusterWrites + ?Sized> Cluster for C {}
+
+/// A cluster handle as steps hold it: reads through `Deref` to [`ClusterReads`], writes only
+/// through [`Handle::writes`], which the engine calls to carry out a plan (a pure-tier test
+/// keeps it out of the step files). A plan's effects name their cluster by its `Handle`.
+#[derive(Clone)]
+pub struct Handle(Arc<dyn Cluster>);
+
+impl Handle {
+    /// The handle of `cluster`.
+    pub fn new(cluster: Arc<dyn Cluster>) -> Self {
+        Self(cluster)
+    }
+
+    /// The write side: for the engine and the skeleton only.
+    pub fn writes(&self) -> &dyn ClusterWrites {
+        &*self.0
+    }
+
+    /// Both sides, for a resolver over this handle alone (a pass built without a controller).
+    pub(crate) fn whole(&self) -> Arc<dyn Cluster> {
+        self.0.clone()
+    }
+}
+
+impl std::ops::Deref for Handle {
+    type Target = dyn ClusterReads;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
+}
+
 /// Typed reads on top of the object-safe trait.
-pub trait ClusterExt: Cluster {
+pub trait ClusterExt: ClusterReads {
     /// A typed object of a built-in kind in `namespace`.
     fn get_typed<'a, K>(
         &'a self,
@@ -366,4 +407,4 @@ pub trait ClusterExt: Cluster {
     }
 }
 
-impl<C: Cluster + ?Sized> ClusterExt for C {}
+impl<C: ClusterReads + ?Sized> ClusterExt for C {}

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::{Cluster, Fleet};
+use super::{Cluster, Fleet, Handle};
 
 /// Whether a deleting CR abandons its remote children: only when both this process has failed
 /// to resolve the target for the whole window and the deletion is that old (a restart or a
@@ -26,7 +26,7 @@ pub const ABANDON_AFTER: Duration = Duration::from_secs(300);
 /// abandon window").
 pub enum Teardown {
     /// Clean up through this handle.
-    Through(Arc<dyn Cluster>),
+    Through(Handle),
     /// The target does not resolve yet: keep the finalizers and look again (the message is
     /// the condition's).
     Wait(String),
@@ -55,29 +55,25 @@ impl Clusters {
     }
 
     /// The management cluster, where every CR, its status and its finalizers live.
-    pub fn local(&self) -> Arc<dyn Cluster> {
-        self.local.clone()
+    pub fn local(&self) -> Handle {
+        Handle::new(self.local.clone())
     }
 
     /// The handle of `target` (None = the management cluster) for a CR in `namespace`, or
     /// the resolver's error text, which goes unwrapped into the TargetClusterUnavailable
     /// condition.
-    pub fn resolve(
-        &self,
-        target: Option<&str>,
-        namespace: &str,
-    ) -> Result<Arc<dyn Cluster>, String> {
+    pub fn resolve(&self, target: Option<&str>, namespace: &str) -> Result<Handle, String> {
         let Some(name) = target else {
-            return Ok(self.local.clone());
+            return Ok(self.local());
         };
         let resolved = self.lookup(name, namespace);
         self.remember(name, resolved.is_ok());
         resolved
     }
 
-    fn lookup(&self, name: &str, namespace: &str) -> Result<Arc<dyn Cluster>, String> {
+    fn lookup(&self, name: &str, namespace: &str) -> Result<Handle, String> {
         match &self.targets {
-            Some(fleet) => fleet.resolve(name, namespace),
+            Some(fleet) => fleet.resolve(name, namespace).map(Handle::new),
             None => Err(CLUSTER_NOT_FOUND.to_owned()),
         }
     }
@@ -93,7 +89,7 @@ impl Clusters {
         since_deletion: Duration,
     ) -> Teardown {
         let Some(name) = target else {
-            return Teardown::Through(self.local.clone());
+            return Teardown::Through(self.local());
         };
         let error = match self.lookup(name, namespace) {
             Ok(cluster) if cluster.reachable().await => {

@@ -20,7 +20,7 @@ use nova_api::v1alpha1::{NodePhase, Nova, NovaCompute};
 
 use super::pools::{Pools, nova_key};
 use super::{held, ledger};
-use crate::clusters::{Caching, Cluster, ClusterExt, Fleet, KindSpec, KubeCluster, Meta};
+use crate::clusters::{Caching, ClusterExt, ClusterReads, Fleet, KindSpec, KubeCluster, Meta};
 use crate::metrics::Metrics;
 use crate::objects::{kinds, selects};
 use crate::pipeline::Reconciled;

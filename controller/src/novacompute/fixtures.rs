@@ -38,6 +38,8 @@ pub fn at(seconds: i64) -> Time {
 pub fn home() -> crate::novacompute::resolved::NovaCluster {
     crate::novacompute::resolved::NovaCluster {
         name: None,
-        handle: std::sync::Arc::new(crate::clusters::MemoryCluster::new(Default::default())),
+        handle: crate::clusters::Handle::new(std::sync::Arc::new(
+            crate::clusters::MemoryCluster::new(Default::default()),
+        )),
     }
 }

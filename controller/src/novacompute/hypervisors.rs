@@ -2,11 +2,9 @@
 //! (openstack-hypervisor-operator's objects, one per node): read live through the cluster
 //! handle ([`Hypervisors`]), written as [`Effect::MergePatch`]es the engine carries out.
 
-use std::sync::Arc;
-
 use futures::future::BoxFuture;
 
-use crate::clusters::{Cluster, ClusterError};
+use crate::clusters::{ClusterError, ClusterReads, Handle};
 use crate::objects::kinds;
 use crate::pipeline::effects::Effect;
 
@@ -58,10 +56,10 @@ pub trait Hypervisors: Send + Sync {
 }
 
 /// The Hypervisors of a cluster handle, read live: nothing watches them.
-pub struct ClusterHypervisors<'a>(pub &'a dyn Cluster);
+pub struct ClusterHypervisors<'a>(pub &'a dyn ClusterReads);
 
 /// The patch of a node's Hypervisor to the desired list, on the pool's cluster.
-pub fn patch(cluster: &Arc<dyn Cluster>, node: &str, traits: &[String]) -> Effect {
+pub fn patch(cluster: &Handle, node: &str, traits: &[String]) -> Effect {
     Effect::MergePatch {
         cluster: cluster.clone(),
         kind: kinds::hypervisor(),

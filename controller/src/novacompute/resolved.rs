@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use nova_api::v1alpha1::{ImageSpec, Nova, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
 
-use crate::clusters::Cluster;
+use crate::clusters::Handle;
 use crate::openstack::Client;
 use crate::pipeline::Merge;
 use crate::sensitive::Sensitive;
@@ -34,7 +34,7 @@ pub struct NovaCluster {
     /// The target cluster's name; None for the management cluster.
     pub name: Option<String>,
     /// Its handle.
-    pub handle: Arc<dyn Cluster>,
+    pub handle: Handle,
 }
 
 impl std::fmt::Debug for NovaCluster {

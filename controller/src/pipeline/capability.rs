@@ -7,11 +7,11 @@ use kube::core::ApiResource;
 use nova_api::conditions::Reason;
 
 use super::{Plan, StepError};
-use crate::clusters::Cluster;
+use crate::clusters::ClusterReads;
 
 /// Whether `cluster` serves `kind`, or the condition message of a probe that failed (an
 /// unreachable or throttled target).
-pub async fn probe(cluster: &dyn Cluster, kind: &ApiResource) -> Result<bool, String> {
+pub async fn probe(cluster: &dyn ClusterReads, kind: &ApiResource) -> Result<bool, String> {
     cluster.served(kind).await.map_err(|e| {
         format!(
             "Probing the target cluster for the {} kind failed: {e}",
@@ -24,7 +24,7 @@ pub async fn probe(cluster: &dyn Cluster, kind: &ApiResource) -> Result<bool, St
 /// serves `kind` (the step reads on), otherwise what the step observed: its default (the kind
 /// not served) or, when the probe failed, the default with `probe_failed` holding why.
 pub async fn unserved<O: Default>(
-    cluster: &dyn Cluster,
+    cluster: &dyn ClusterReads,
     kind: &ApiResource,
     probe_failed: fn(&mut O) -> &mut Option<String>,
 ) -> Option<O> {

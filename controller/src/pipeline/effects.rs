@@ -9,7 +9,7 @@ use std::sync::Arc;
 use kube::core::ApiResource;
 use serde_json::Value;
 
-use crate::clusters::{Cluster, ClusterError};
+use crate::clusters::{ClusterError, Handle};
 use crate::objects::{Child, Owner};
 use crate::openstack::Client;
 use crate::openstack::action::{self, Action, Done};
@@ -22,7 +22,7 @@ pub enum Effect {
     /// A JSON merge patch of another operator's object (a Hypervisor's `spec.customTraits`).
     MergePatch {
         /// Its cluster.
-        cluster: Arc<dyn Cluster>,
+        cluster: Handle,
         /// Its kind.
         kind: ApiResource,
         /// Its namespace; None for a cluster-scoped kind.
@@ -35,7 +35,7 @@ pub enum Effect {
     /// Apply a child of another CR on that CR's cluster (a pool's Nova's discovery Job).
     ApplyFor {
         /// The other CR's cluster.
-        cluster: Arc<dyn Cluster>,
+        cluster: Handle,
         /// The other CR (boxed, like the child: the effect list stays small).
         owner: Box<Owner>,
         /// The child.
@@ -44,7 +44,7 @@ pub enum Effect {
     /// Delete a child of another CR on that CR's cluster.
     DeleteFor {
         /// The other CR's cluster.
-        cluster: Arc<dyn Cluster>,
+        cluster: Handle,
         /// Its kind.
         kind: ApiResource,
         /// Its namespace.
@@ -139,6 +139,7 @@ impl Effect {
                 patch,
             } => Outcome::Cluster(
                 cluster
+                    .writes()
                     .merge_patch(kind, namespace.as_deref(), name, patch)
                     .await,
             ),
@@ -146,13 +147,13 @@ impl Effect {
                 cluster,
                 owner,
                 child,
-            } => Outcome::Cluster(cluster.apply(owner, child).await.map(drop)),
+            } => Outcome::Cluster(cluster.writes().apply(owner, child).await.map(drop)),
             Effect::DeleteFor {
                 cluster,
                 kind,
                 namespace,
                 name,
-            } => Outcome::Cluster(cluster.delete(kind, namespace, name).await),
+            } => Outcome::Cluster(cluster.writes().delete(kind, namespace, name).await),
         }
     }
 }

@@ -271,7 +271,7 @@ fn followed_by<K: Reconciled>(mut first: PlanOf<K>, later: PlanOf<K>) -> PlanOf<
 
 /// Applies the plan's children, then its removals and prunes, through the pass's handle.
 async fn carry_out<K: Reconciled>(pass: &Pass<K>, plan: &PlanOf<K>) -> Result<(), StepError> {
-    let cluster = &pass.cluster;
+    let cluster = pass.cluster.writes();
     for child in &plan.children {
         cluster.apply(&pass.owner, child).await?;
     }

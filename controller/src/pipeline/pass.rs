@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 
 use super::StepError;
 use super::plan::{EventNote, JobRecord, Plan, Verdict};
-use crate::clusters::{Cluster, Clusters};
+use crate::clusters::{Cluster, Clusters, Handle};
 use crate::objects::Owner;
 
 /// A condition type enum of one kind.
@@ -124,8 +124,8 @@ pub type PlanOf<K> = Plan<
 pub struct Pass<K: Reconciled> {
     /// The CR as this pass read it.
     pub cr: Arc<K>,
-    /// The handle the CR's children live on.
-    pub cluster: Arc<dyn Cluster>,
+    /// The handle the CR's children live on (steps read through it; the engine writes).
+    pub cluster: Handle,
     /// Resolves other clusters: the management cluster (where every CR lives) and the cluster
     /// another CR is placed on (a pool's Nova).
     pub clusters: Arc<Clusters>,
@@ -148,15 +148,15 @@ pub struct Pass<K: Reconciled> {
 impl<K: Reconciled> Pass<K> {
     /// A pass over `cr` whose children live on `cluster`, with nothing shared.
     pub fn new(cr: Arc<K>, cluster: Arc<dyn Cluster>) -> Self {
-        Self::with_shared(cr, cluster, Arc::default())
+        Self::with_shared(cr, Handle::new(cluster), Arc::default())
     }
 
     /// A pass over `cr` whose children live on `cluster`, with what its controller shares.
-    pub fn with_shared(cr: Arc<K>, cluster: Arc<dyn Cluster>, shared: Arc<K::Shared>) -> Self {
+    pub fn with_shared(cr: Arc<K>, cluster: Handle, shared: Arc<K::Shared>) -> Self {
         let owner = Owner::of(&*cr, cr.common_labels());
         Self {
             cr,
-            clusters: Arc::new(Clusters::new(cluster.clone(), None)),
+            clusters: Arc::new(Clusters::new(cluster.whole(), None)),
             cluster,
             owner,
             shared,

@@ -221,6 +221,7 @@ async fn tear_down<K: Reconciled>(
     if carries(&**cr, REMOTE_CHILDREN) {
         for kind in K::remote_kinds() {
             let swept = cluster
+                .writes()
                 .sweep(&pass.owner, &kind)
                 .await
                 .map_err(ReconcileError::Sweep)?;

@@ -13,7 +13,9 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::ApiResource;
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
-use nova_controller::clusters::{Applied, Cluster, ClusterError, KubeCluster, Registry};
+use nova_controller::clusters::{
+    Applied, ClusterError, ClusterReads, ClusterWrites, KubeCluster, Registry,
+};
 use nova_controller::nova;
 use nova_controller::objects::{Child, Owner, kinds};
 use nova_testkit::prelude::*;

@@ -1,5 +1,7 @@
 //! Every write a step makes is in its plan (issue 27, "every effect in the plan"): no step
-//! file calls a write of the cluster handle or of the OpenStack client. The engine carries out
+//! file calls a write of the cluster handle or of the OpenStack client. A step holds the
+//! handle's read side (`clusters::Handle` derefs to `ClusterReads`), so a write needs its
+//! `.writes()` (or `.whole()`), which only the engine and the skeleton call. The engine carries out
 //! children and effects (`pipeline/engine.rs`, `pipeline/effects.rs`) and the one executor
 //! carries out OpenStack actions (`openstack/action.rs`). A step file's own unit tests are
 //! left out: they drive the seams directly.
@@ -8,9 +10,10 @@ use std::path::{Path, PathBuf};
 
 use regex::Regex;
 
-/// The writes of the handle (`Cluster::apply` takes an owner and a child, where a plan's
-/// `.apply(child)` takes one argument) and of the OpenStack client.
-const WRITES: &str = r"\.merge_patch\(|\.prune\(&|\.sweep\(|\.delete\(&|\.apply\([^()]*,|\.(create_aggregate|set_aggregate_metadata|delete_aggregate|disable_service|delete_service|ensure_trait|delete_trait)\(";
+/// The way to the handle's write side, the writes themselves (`ClusterWrites::apply` takes an
+/// owner and a child, where a plan's `.apply(child)` takes one argument) and the OpenStack
+/// client's writes.
+const WRITES: &str = r"\.writes\(\)|\.whole\(\)|\.merge_patch\(|\.prune\(&|\.sweep\(|\.delete\(&|\.apply\([^()]*,|\.(create_aggregate|set_aggregate_metadata|delete_aggregate|disable_service|delete_service|ensure_trait|delete_trait)\(";
 
 fn step_files() -> Vec<PathBuf> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -65,6 +68,8 @@ fn the_pattern_catches_the_writes_it_names() {
         "client.create_aggregate(&w.name, w.zone.as_deref()).await",
         "client.disable_service(&s.id, &reason).await",
         "client.delete_trait(&name).await",
+        "pass.cluster.writes().apply(&pass.owner, child)",
+        "Clusters::new(cluster.whole(), None)",
     ] {
         assert!(writes.is_match(line), "{line}");
     }

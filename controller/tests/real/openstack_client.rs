@@ -22,7 +22,7 @@ use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use nova_api::conditions::Reason;
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
-use nova_controller::clusters::{Cluster, KubeCluster, Registry};
+use nova_controller::clusters::{ClusterReads, Handle, KubeCluster, Registry};
 use nova_controller::novacompute::hypervisors;
 use nova_controller::novacompute::steps::{aggregates, services, traits};
 use nova_controller::openstack::nova::ServiceDeletion;
@@ -348,7 +348,7 @@ async fn traits_step(
     let node = format!("hv-{ns}");
     let hypervisors = create_hypervisor(&cp.client()?, &node).await?;
     let handle = hypervisors::ClusterHypervisors(&**cluster);
-    let patches: Arc<dyn Cluster> = cluster.clone();
+    let patches = Handle::new(cluster.clone());
     let mut entry = node_entry(&node, NodePhase::Active);
     let live = traits_pool(ns, &node, &traits, &gpu, false);
     let run = |pool: &NovaCompute, nodes: Vec<NovaComputeNodeStatus>| {

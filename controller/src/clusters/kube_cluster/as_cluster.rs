@@ -14,7 +14,8 @@ use super::job_report::{JOB_UID_LABEL, report_of};
 use super::watch::reprobe;
 use super::{KubeCluster, describe, values_of};
 use crate::clusters::{
-    Applied, Cluster, ClusterError, FIELD_MANAGER, JobReport, Meta, SecretValues,
+    Applied, ClusterError, ClusterReads, ClusterWrites, FIELD_MANAGER, JobReport, Meta,
+    SecretValues,
 };
 use crate::objects::{Child, Invalid, Labels, Owner, selector_string, selects};
 use crate::openstack::Transport;
@@ -22,7 +23,7 @@ use crate::openstack::Transport;
 /// How long [`Cluster::reachable`] waits for the API server's answer.
 pub(super) const REACHABLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-impl Cluster for KubeCluster {
+impl ClusterReads for KubeCluster {
     fn namespace_scope(&self) -> Option<&str> {
         self.scope.as_deref()
     }
@@ -75,26 +76,6 @@ impl Cluster for KubeCluster {
                     e,
                 )),
             }
-        })
-    }
-
-    fn merge_patch<'a>(
-        &'a self,
-        kind: &'a ApiResource,
-        namespace: Option<&'a str>,
-        name: &'a str,
-        patch: &'a serde_json::Value,
-    ) -> BoxFuture<'a, Result<(), ClusterError>> {
-        Box::pin(async move {
-            let params = PatchParams {
-                field_manager: Some(FIELD_MANAGER.to_owned()),
-                ..PatchParams::default()
-            };
-            self.api(kind, namespace)
-                .patch(name, &params, &Patch::Merge(patch))
-                .await
-                .map(drop)
-                .map_err(|e| ClusterError::kube(format!("patching {} {name}", kind.kind), e))
         })
     }
 
@@ -276,6 +257,35 @@ impl Cluster for KubeCluster {
         })
     }
 
+    fn reachable(&self) -> BoxFuture<'_, bool> {
+        Box::pin(async {
+            let answer = tokio::time::timeout(REACHABLE_TIMEOUT, self.client.apiserver_version());
+            matches!(answer.await, Ok(Ok(_)))
+        })
+    }
+}
+
+impl ClusterWrites for KubeCluster {
+    fn merge_patch<'a>(
+        &'a self,
+        kind: &'a ApiResource,
+        namespace: Option<&'a str>,
+        name: &'a str,
+        patch: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<(), ClusterError>> {
+        Box::pin(async move {
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.to_owned()),
+                ..PatchParams::default()
+            };
+            self.api(kind, namespace)
+                .patch(name, &params, &Patch::Merge(patch))
+                .await
+                .map(drop)
+                .map_err(|e| ClusterError::kube(format!("patching {} {name}", kind.kind), e))
+        })
+    }
+
     fn apply<'a>(
         &'a self,
         owner: &'a Owner,
@@ -299,13 +309,6 @@ impl Cluster for KubeCluster {
         kind: &'a ApiResource,
     ) -> BoxFuture<'a, Result<usize, ClusterError>> {
         Box::pin(self.sweep_kind(owner, kind))
-    }
-
-    fn reachable(&self) -> BoxFuture<'_, bool> {
-        Box::pin(async {
-            let answer = tokio::time::timeout(REACHABLE_TIMEOUT, self.client.apiserver_version());
-            matches!(answer.await, Ok(Ok(_)))
-        })
     }
 
     fn prune<'a>(

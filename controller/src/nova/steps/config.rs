@@ -11,7 +11,7 @@ use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::Nova;
 
-use crate::clusters::{Cluster, ClusterError, ClusterExt};
+use crate::clusters::{ClusterError, ClusterExt, ClusterReads};
 use crate::nova::resolved::Resolved;
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::{Labels, Owner};
@@ -69,7 +69,7 @@ async fn observe(pass: &NovaPass) -> Result<Observed, StepError> {
 /// The config ConfigMaps `selector` finds in the owner's namespace (from the cache), and
 /// whether the owner controls each.
 pub fn history(
-    cluster: &dyn Cluster,
+    cluster: &dyn ClusterReads,
     owner: &Owner,
     selector: &Labels,
 ) -> Result<Vec<Historical>, ClusterError> {

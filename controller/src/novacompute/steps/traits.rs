@@ -25,7 +25,7 @@ use crate::pipeline::{StepError, StepFuture};
 use nova_api::conditions::Reason;
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus};
 
-use crate::clusters::Cluster;
+use crate::clusters::Handle;
 use crate::novacompute::hypervisors::{
     ClusterHypervisors, Hypervisor, HypervisorFailure, Hypervisors, failure, patch,
 };
@@ -325,7 +325,7 @@ pub fn decide(pool: &Pool<'_>, observed: &Observed) -> Decision {
 }
 
 /// The effects of a decision, in order: the creates, the patches on `cluster`, the deletes.
-pub fn effects(decision: &Decision, cluster: &Arc<dyn Cluster>) -> Vec<Effect> {
+pub fn effects(decision: &Decision, cluster: &Handle) -> Vec<Effect> {
     let creates = decision
         .create
         .iter()
@@ -492,7 +492,7 @@ fn none_declared(pool: &Pool<'_>, observed: &Observed) -> Option<Report> {
 pub async fn reconcile(
     client: &Client,
     hypervisors: &dyn Hypervisors,
-    cluster: &Arc<dyn Cluster>,
+    cluster: &Handle,
     pool: &Pool<'_>,
 ) -> (Outcome, Report) {
     let observed = observe(hypervisors, pool).await;
@@ -722,7 +722,7 @@ mod tests {
             annotated: &annotated,
             siblings,
         };
-        let cluster: Arc<dyn Cluster> = hypervisors.cluster.clone();
+        let cluster = Handle::new(hypervisors.cluster.clone());
         reconcile(&client(fake, None), hypervisors, &cluster, &pool).await
     }
 
