@@ -9,9 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use futures::StreamExt;
 use futures::channel::mpsc;
 use futures::stream::BoxStream;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Secret};
+use k8s_openapi::api::core::v1::Node;
 use kube::core::ApiResource;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
@@ -19,31 +17,26 @@ use kube::{Client, Resource, ResourceExt};
 use nova_api::v1alpha1::{NodePhase, Nova, NovaCompute};
 
 use super::pools::{Pools, nova_key};
-use super::{held, ledger};
-use crate::clusters::{Caching, ClusterExt, ClusterReads, Fleet, KindSpec, KubeCluster, Meta};
+use super::{TABLES, held, ledger};
+use crate::clusters::{ClusterExt, ClusterReads, Fleet, KindSpec, KubeCluster, Meta};
 use crate::metrics::Metrics;
-use crate::objects::{kinds, selects};
+use crate::objects::selects;
 use crate::pipeline::Reconciled;
 use crate::pipeline::index::ObjectKey;
+use crate::pipeline::kinds::{Role, in_role, registered};
 use crate::pipeline::runner::{self, placed_on};
 
-/// Every kind the NovaCompute steps read or the controller watches: the Nova (whole, small),
-/// the contract Secret and the owned ConfigMaps and DaemonSet (content on demand), the Nova's
-/// `<nova>-discover-hosts` Job and its API Deployment the Services step reads for it (content
-/// on demand, as the Nova controller registers them), the VPA, and Node metadata, watched only
-/// for label changes and only on a cluster-wide install (a cluster-scoped kind is never watched
-/// under `--namespace`; the steps read Nodes live).
+/// Every kind the NovaCompute steps read or the controller watches, as the rows declare them
+/// (each step file's `KINDS`): the Nova, the Secrets, the owned ConfigMaps, DaemonSet and VPA,
+/// the Nova's discovery Job and API Deployment, and Node metadata.
 pub fn kinds() -> Vec<KindSpec> {
-    vec![
-        KindSpec::of::<Nova>(Caching::Full),
-        KindSpec::of::<Secret>(Caching::OnDemand),
-        KindSpec::of::<ConfigMap>(Caching::OnDemand),
-        KindSpec::of::<DaemonSet>(Caching::OnDemand),
-        KindSpec::of::<Job>(Caching::OnDemand),
-        KindSpec::of::<Deployment>(Caching::OnDemand),
-        KindSpec::external(kinds::vertical_pod_autoscaler(), Caching::Full),
-        KindSpec::of::<Node>(Caching::Metadata).cluster_scoped(),
-    ]
+    registered(TABLES)
+}
+
+/// The kinds the rows own (their events wake the owner), then those they read by name (their
+/// events wake the pools that name the object): the legs every cluster watches for them.
+fn waking() -> (Vec<ApiResource>, Vec<ApiResource>) {
+    (in_role(TABLES, Role::Owns), in_role(TABLES, Role::Names))
 }
 
 /// What a pool's siblings react to: its spec, the start of its deletion, and which nodes it
@@ -225,27 +218,20 @@ pub async fn run(
             siblings.follow(event);
         }
     };
-    let owned = futures::stream::select_all(
-        [
-            ApiResource::erase::<ConfigMap>(&()),
-            ApiResource::erase::<DaemonSet>(&()),
-            kinds::vertical_pod_autoscaler(),
-        ]
-        .map(|kind| cluster.subscribe(&kind)),
-    )
-    .flat_map(|meta| futures::stream::iter(owners(&meta)));
-    let contracts = {
+    let (owned_kinds, named_kinds) = waking();
+    let owned = futures::stream::select_all(owned_kinds.iter().map(|kind| cluster.subscribe(kind)))
+        .flat_map(|meta| futures::stream::iter(owners(&meta)));
+    let named = futures::stream::select_all(named_kinds.into_iter().map(|kind| {
         let pools = pools.clone();
-        let secret = ApiResource::erase::<Secret>(&());
-        cluster.subscribe(&secret).flat_map(move |meta| {
+        cluster.subscribe(&kind).flat_map(move |meta| {
             let key = ObjectKey::new(
-                &secret,
+                &kind,
                 &meta.namespace().unwrap_or_default(),
                 &meta.name_any(),
             );
             futures::stream::iter(pools.referencing(&key))
         })
-    };
+    }));
     let novas = {
         let pools = pools.clone();
         let seen: Arc<Mutex<HashMap<(String, String), NovaView>>> = Arc::default();
@@ -298,7 +284,7 @@ pub async fn run(
     let triggers = futures::stream::select_all(
         [
             owned.boxed(),
-            contracts.boxed(),
+            named.boxed(),
             novas.boxed(),
             nodes.boxed(),
             woken.boxed(),
@@ -320,29 +306,26 @@ fn remote(
     pools: &Arc<Pools>,
     node_labels: &Arc<NodeLabels>,
 ) -> Vec<BoxStream<'static, ObjectRef<NovaCompute>>> {
-    let mut legs: Vec<BoxStream<'static, ObjectRef<NovaCompute>>> = [
-        ApiResource::erase::<ConfigMap>(&()),
-        ApiResource::erase::<DaemonSet>(&()),
-        kinds::vertical_pod_autoscaler(),
-        ApiResource::erase::<Secret>(&()),
-    ]
-    .into_iter()
-    .map(|kind| {
-        let (store, pools) = (store.clone(), pools.clone());
-        fleet
-            .subscribe(&kind)
-            .flat_map(move |(target, meta)| {
-                let key = ObjectKey::new(
-                    &kind,
-                    &meta.namespace().unwrap_or_default(),
-                    &meta.name_any(),
-                );
-                let placed = placed_on(&store, &target, &meta, pools.referencing(&key));
-                futures::stream::iter(placed)
-            })
-            .boxed()
-    })
-    .collect();
+    let (owned, named) = waking();
+    let mut legs: Vec<BoxStream<'static, ObjectRef<NovaCompute>>> = owned
+        .into_iter()
+        .chain(named)
+        .map(|kind| {
+            let (store, pools) = (store.clone(), pools.clone());
+            fleet
+                .subscribe(&kind)
+                .flat_map(move |(target, meta)| {
+                    let key = ObjectKey::new(
+                        &kind,
+                        &meta.namespace().unwrap_or_default(),
+                        &meta.name_any(),
+                    );
+                    let placed = placed_on(&store, &target, &meta, pools.referencing(&key));
+                    futures::stream::iter(placed)
+                })
+                .boxed()
+        })
+        .collect();
     let (fleet, pools, seen) = (fleet.clone(), pools.clone(), node_labels.clone());
     let kind = ApiResource::erase::<Node>(&());
     let nodes = fleet.subscribe(&kind).flat_map(move |(target, meta)| {
@@ -362,7 +345,12 @@ fn remote(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clusters::Caching;
     use crate::novacompute::fixtures::pool;
+    use crate::objects::kinds;
+    use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
     use nova_api::v1alpha1::{NovaComputeNodeStatus, NovaComputeStatus};
 
     fn entry(name: &str, phase: NodePhase) -> NovaComputeNodeStatus {
@@ -487,6 +475,37 @@ mod tests {
             s.installed_release = Some("2026.2".into());
         }
         assert_ne!(nova_view(&nova), view);
+    }
+
+    #[test]
+    fn the_rows_register_and_watch_what_the_controller_listed_by_hand() {
+        let spec = |s: KindSpec| (s.resource.kind, s.caching, s.cluster_scoped, s.optional);
+        let mut registered: Vec<_> = kinds().into_iter().map(spec).collect();
+        registered.sort();
+        let mut listed: Vec<_> = [
+            KindSpec::of::<Nova>(Caching::Full),
+            KindSpec::of::<Secret>(Caching::OnDemand),
+            KindSpec::of::<ConfigMap>(Caching::OnDemand),
+            KindSpec::of::<DaemonSet>(Caching::OnDemand),
+            KindSpec::of::<Job>(Caching::OnDemand),
+            KindSpec::of::<Deployment>(Caching::OnDemand),
+            KindSpec::external(kinds::vertical_pod_autoscaler(), Caching::Full),
+            KindSpec::of::<Node>(Caching::Metadata).cluster_scoped(),
+        ]
+        .into_iter()
+        .map(spec)
+        .collect();
+        listed.sort();
+        assert_eq!(registered, listed);
+        let (owned, named) = waking();
+        let owned: Vec<&str> = owned.iter().map(|k| k.kind.as_str()).collect();
+        assert_eq!(owned, ["ConfigMap", "DaemonSet", "VerticalPodAutoscaler"]);
+        assert_eq!(named, [ApiResource::erase::<Secret>(&())]);
+        assert_eq!(
+            <NovaCompute as Reconciled>::remote_kinds(),
+            in_role(TABLES, Role::Owns),
+            "the remote sweep lists what the rows own"
+        );
     }
 
     #[test]

@@ -22,6 +22,7 @@ use kube::ResourceExt;
 use nova_api::conditions::{NovaComputeConditionType as C, Reason};
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
 
+use crate::pipeline::kinds::{self, Role};
 use crate::pipeline::{Pass, PlanOf, Reconciled, Stage, StepFuture, seq};
 use steps::{
     aggregates, compute_vpa, daemonset, nodes, nova_ref, pool_config, services, teardown, traits,
@@ -45,13 +46,18 @@ pub const REQUEUE_COMPUTE_DRAIN_POLLING: Duration = Duration::from_secs(30);
 /// A pool whose nodes are all settled.
 pub const REQUEUE_COMPUTE_SERVICE_POLLING: Duration = Duration::from_secs(60);
 
-const NOVA_REF: Stage<NovaCompute> = seq("NovaRef", C::NovaReady, nova_ref::run);
-const NODES: Stage<NovaCompute> = seq("Nodes", C::NodesReady, nodes::run);
-const POOL_CONFIG: Stage<NovaCompute> = seq("PoolConfig", C::ConfigReady, pool_config::run);
-const DAEMON_SET: Stage<NovaCompute> = seq("DaemonSet", C::DaemonSetReady, daemonset::run);
-const COMPUTE_VPA: Stage<NovaCompute> = seq("ComputeVPA", C::VPAReady, compute_vpa::run);
+const NOVA_REF: Stage<NovaCompute> =
+    seq("NovaRef", C::NovaReady, nova_ref::run).using(nova_ref::KINDS);
+const NODES: Stage<NovaCompute> = seq("Nodes", C::NodesReady, nodes::run).using(nodes::KINDS);
+const POOL_CONFIG: Stage<NovaCompute> =
+    seq("PoolConfig", C::ConfigReady, pool_config::run).using(pool_config::KINDS);
+const DAEMON_SET: Stage<NovaCompute> =
+    seq("DaemonSet", C::DaemonSetReady, daemonset::run).using(daemonset::KINDS);
+const COMPUTE_VPA: Stage<NovaCompute> =
+    seq("ComputeVPA", C::VPAReady, compute_vpa::run).using(compute_vpa::KINDS);
 const AGGREGATES: Stage<NovaCompute> = seq("Aggregates", C::AggregatesReady, aggregates::run);
-const SERVICES: Stage<NovaCompute> = seq("Services", C::ServicesReady, services::run);
+const SERVICES: Stage<NovaCompute> =
+    seq("Services", C::ServicesReady, services::run).using(services::KINDS);
 const TRAITS: Stage<NovaCompute> = seq("Traits", C::TraitsReady, traits::run);
 const TEARDOWN: Stage<NovaCompute> = seq("Teardown", C::NovaReady, teardown::run);
 
@@ -86,6 +92,9 @@ pub static DRAIN: &[Stage<NovaCompute>] = &live_rows!(TEARDOWN);
 /// finalizers only when every step before it went on: a failed call requeues and so holds
 /// them, and Traits ends the pass while a created trait is left.
 pub static REAP: &[Stage<NovaCompute>] = &[NOVA_REF, AGGREGATES, TRAITS, TEARDOWN];
+
+/// Every table: what the rows' declared kinds are gathered from (`pipeline::kinds`).
+pub static TABLES: &[&[Stage<NovaCompute>]] = &[PIPELINE, DRAIN, REAP];
 
 /// Whether a ledger entry is held: every phase but `Conflict`.
 pub fn held(entry: &NovaComputeNodeStatus) -> bool {
@@ -169,13 +178,9 @@ impl Reconciled for NovaCompute {
             .map(|t| t.name.as_str())
     }
 
-    /// The DaemonSet, the ConfigMaps and the VPA (`novacompute.md` §4.6).
+    /// The kinds the rows own: the ConfigMaps, the DaemonSet and the VPA (`novacompute.md`
+    /// §4.6).
     fn remote_kinds() -> Vec<kube::core::ApiResource> {
-        use kube::core::ApiResource;
-        vec![
-            ApiResource::erase::<k8s_openapi::api::apps::v1::DaemonSet>(&()),
-            ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
-            crate::objects::kinds::vertical_pod_autoscaler(),
-        ]
+        kinds::in_role(TABLES, Role::Owns)
     }
 }

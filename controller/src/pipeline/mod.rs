@@ -15,6 +15,7 @@ pub mod conditions;
 pub mod effects;
 pub mod engine;
 pub mod index;
+pub mod kinds;
 pub mod pass;
 pub mod plan;
 pub mod runner;

@@ -16,6 +16,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::StepError;
+use super::kinds::Uses;
 use super::plan::{EventNote, JobRecord, Plan, Verdict};
 use crate::clusters::{Cluster, Clusters, Handle};
 use crate::objects::Owner;
@@ -220,7 +221,17 @@ pub struct Step<K: Reconciled> {
     pub condition: K::Condition,
     /// Observes and plans.
     pub run: for<'a> fn(&'a Pass<K>) -> StepFuture<'a, K>,
+    /// The kinds it reads or applies ([`super::kinds`]): what the tables register and watch.
+    pub kinds: &'static [Uses],
 }
+
+impl<K: Reconciled> Clone for Step<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K: Reconciled> Copy for Step<K> {}
 
 /// A pipeline stage: one sequential step, or a group whose members all run.
 pub enum Stage<K: Reconciled> {
@@ -228,6 +239,16 @@ pub enum Stage<K: Reconciled> {
     Sequential(Step<K>),
     /// Runs every member concurrently; cancels the others at the first error.
     Parallel(&'static [Step<K>]),
+}
+
+impl<K: Reconciled> Stage<K> {
+    /// A sequential row that reads or applies `kinds`.
+    pub const fn using(self, kinds: &'static [Uses]) -> Self {
+        match self {
+            Stage::Sequential(step) => Stage::Sequential(Step { kinds, ..step }),
+            parallel => parallel,
+        }
+    }
 }
 
 /// A sequential row: `seq("Secrets", C::SecretsReady, secrets::run)`.
@@ -249,6 +270,7 @@ pub const fn member<K: Reconciled>(
         name,
         condition,
         run,
+        kinds: &[],
     }
 }
 

@@ -8,9 +8,11 @@ use nova_api::conditions::{NovaComputeConditionType, Reason};
 use nova_api::names::NovaComputeNames;
 use nova_api::v1alpha1::NovaCompute;
 
+use crate::clusters::{Caching, KindSpec};
 use crate::novacompute::resolved::Resolved;
 use crate::novacompute::{NovaComputePass, NovaComputePlan, nova_side};
 use crate::objects::kinds;
+use crate::pipeline::kinds::{Uses, owns};
 use crate::pipeline::{Plan, StepError, StepFuture, capability, observe_then_plan};
 use crate::render::autoscaling::vpa_of;
 
@@ -26,6 +28,11 @@ pub struct Observed {
     /// Why the capability probe failed.
     pub probe_failed: Option<String>,
 }
+
+/// The pool's VPA (another operator's kind, read whole).
+pub const KINDS: &[Uses] = &[owns(|| {
+    KindSpec::external(kinds::vertical_pod_autoscaler(), Caching::Full)
+})];
 
 /// The ComputeVPA step.
 pub fn run(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {

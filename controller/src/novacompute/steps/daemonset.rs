@@ -14,9 +14,11 @@ use serde_json::Value;
 
 use crate::clusters::ClusterExt;
 use crate::clusters::carries::holds_values;
+use crate::clusters::{Caching, KindSpec};
 use crate::novacompute::resolved::{Resolved, StatusUpdate};
 use crate::novacompute::{NovaComputePass, NovaComputePlan, nova_side};
 use crate::objects::Child;
+use crate::pipeline::kinds::{Uses, owns};
 use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
 use crate::render::compute_daemonset::{PoolInputs, daemonset, node_affinity};
 
@@ -56,6 +58,9 @@ pub struct Observed {
     /// The DaemonSet, when it exists.
     pub live: Option<Live>,
 }
+
+/// The pool's DaemonSet.
+pub const KINDS: &[Uses] = &[owns(|| KindSpec::of::<DaemonSet>(Caching::OnDemand))];
 
 /// The DaemonSet step.
 pub fn run(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {

@@ -15,10 +15,12 @@ use nova_api::conditions::{NovaComputeConditionType, Reason};
 use nova_api::labels::{CUSTOM_TRAITS_ANNOTATION, ZONE};
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus};
 
+use crate::clusters::{Caching, KindSpec};
 use crate::clusters::{ClusterError, Meta};
 use crate::novacompute::resolved::{NodeSets, Resolved, StatusUpdate};
 use crate::novacompute::{NovaComputePass, NovaComputePlan, held, ledger, nova_side};
 use crate::objects::selects;
+use crate::pipeline::kinds::{Uses, reads};
 use crate::pipeline::{Plan, REQUEUE_SECRET_POLLING, StepError, StepFuture, observe_then_plan};
 
 const CONDITION: NovaComputeConditionType = NovaComputeConditionType::NodesReady;
@@ -74,6 +76,12 @@ pub struct Observed {
     /// The other pools of the same Nova in the namespace, on any cluster.
     pub siblings: Vec<Arc<NovaCompute>>,
 }
+
+/// Node metadata: read live, and watched for label changes on a cluster-wide install only (a
+/// cluster-scoped kind is never watched under `--namespace`).
+pub const KINDS: &[Uses] = &[reads(|| {
+    KindSpec::of::<Node>(Caching::Metadata).cluster_scoped()
+})];
 
 /// The Nodes step.
 pub fn run(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {

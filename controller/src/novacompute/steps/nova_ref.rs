@@ -5,15 +5,18 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use nova_api::conditions::{NovaComputeConditionType, Reason};
 use nova_api::defaults::{DEFAULT_DOMAIN, DEFAULT_SERVICE_PROJECT, DEFAULT_SERVICE_USERNAME};
 use nova_api::effective::{self, secret_key, secret_keys};
 use nova_api::v1alpha1::{Nova, NovaCompute};
 
+use crate::clusters::{Caching, KindSpec};
 use crate::clusters::{ClusterError, ClusterExt, SecretValues};
 use crate::novacompute::resolved::{NovaCluster, NovaInputs, Resolved, ServiceCredentials};
 use crate::novacompute::{NovaComputePass, NovaComputePlan};
+use crate::pipeline::kinds::{Uses, reads};
 use crate::pipeline::{
     Plan, REQUEUE_SECRET_POLLING, StepError, StepFuture, Waiting, observe_then_plan,
 };
@@ -35,6 +38,12 @@ pub struct Observed {
     /// Why a read failed (names the object, never a value).
     pub failure: Option<String>,
 }
+
+/// The Nova, read whole from the management cluster's cache, and its service user's Secret.
+pub const KINDS: &[Uses] = &[
+    reads(|| KindSpec::of::<Nova>(Caching::Full)),
+    reads(|| KindSpec::of::<Secret>(Caching::OnDemand)),
+];
 
 /// The NovaRef step.
 pub fn run(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {

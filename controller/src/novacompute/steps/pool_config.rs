@@ -11,9 +11,11 @@ use nova_api::conditions::{NovaComputeConditionType, Reason};
 use nova_api::v1alpha1::NovaCompute;
 
 use crate::clusters::ClusterExt;
+use crate::clusters::{Caching, KindSpec};
 use crate::nova::steps::config::{Historical, history, kept, report_extra_config_of};
 use crate::novacompute::resolved::{PoolConfig, Resolved};
 use crate::novacompute::{NovaComputePass, NovaComputePlan, nova_side};
+use crate::pipeline::kinds::{Uses, names, owns};
 use crate::pipeline::{
     Plan, Prune, REQUEUE_SECRET_POLLING, StepError, StepFuture, observe_then_plan,
 };
@@ -50,6 +52,13 @@ pub struct Observed {
     /// Every ConfigMap of this pool's history.
     pub history: Vec<Historical>,
 }
+
+/// The Nova's compute contract Secret, by name (its events wake the pools), and the pool's
+/// ConfigMaps.
+pub const KINDS: &[Uses] = &[
+    names(|| KindSpec::of::<Secret>(Caching::OnDemand)),
+    owns(|| KindSpec::of::<ConfigMap>(Caching::OnDemand)),
+];
 
 /// The PoolConfig step.
 pub fn run(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {

@@ -8,6 +8,8 @@
 //! Longer than 500 lines on purpose: the ledger walk's observe, decide and settle, the drain's
 //! order and the discovery Job's hand-off are one state machine; split, they would share it.
 
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::core::ApiResource;
@@ -18,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::clusters::ClusterError;
+use crate::clusters::{Caching, KindSpec};
 use crate::novacompute::compute_api::Report;
 use crate::novacompute::resolved::NovaInputs;
 use crate::novacompute::resolved::{NodeSets, Resolved, StatusUpdate};
@@ -27,6 +30,7 @@ use crate::novacompute::{
     REQUEUE_HOST_DISCOVERY_POLLING, compute_api, discover_hosts, nova_side,
 };
 use crate::pipeline::StepFuture;
+use crate::pipeline::kinds::{Uses, reads};
 
 use nova_api::conditions::Reason;
 use nova_api::v1alpha1::{NodePhase, NovaComputeNodeStatus};
@@ -455,6 +459,13 @@ pub fn report(walk: &Walk, discovery: Option<&Result<String, String>>) -> Report
         "Every node's compute service is registered and up".to_owned(),
     )
 }
+
+/// The Nova's discovery Job and API Deployment, read as the Nova controller caches them (the
+/// pool's pods are listed live).
+pub const KINDS: &[Uses] = &[
+    reads(|| KindSpec::of::<Job>(Caching::OnDemand)),
+    reads(|| KindSpec::of::<Deployment>(Caching::OnDemand)),
+];
 
 /// The Services step: lists the pool's pods while a node is Releasing (uncached: the operator
 /// never watches pods), walks the ledger, runs the host discovery while a registered host is
