@@ -8,12 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::core::v1::Secret;
 use kube::core::ApiResource;
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
@@ -21,42 +16,20 @@ use kube::{Client, Resource, ResourceExt};
 use nova_api::effective;
 use nova_api::v1alpha1::{Nova, SecretStoreKind};
 
-use crate::clusters::{Caching, KindSpec, KubeCluster, Meta};
+use super::TABLES;
+use crate::clusters::{KindSpec, KubeCluster, Meta};
 use crate::metrics::Metrics;
 use crate::objects::kinds;
 use crate::pipeline::index::{ObjectKey, ReferenceIndex};
+use crate::pipeline::kinds::registered;
 use crate::pipeline::runner;
 
-/// Every kind the Nova steps read, and how the handle caches it: content only where a step
-/// needs it (the Secrets and ConfigMaps it reads or owns, the Deployments, Services and
-/// disruption budget, autoscaler and policies it applies, the other operators' objects whose status it reads, the
-/// MariaDB objects it applies and gates on), metadata elsewhere (the owned kinds that only
-/// wake the Nova).
+/// Every kind the Nova steps read or apply, and how the handle caches it, as the rows declare
+/// them (each step file's `KINDS`): content where a step reads or applies it (the Secrets,
+/// ConfigMaps, workloads and policies), other operators' objects whole. Every one is watched:
+/// an event wakes the Novas that own the object or name it.
 pub fn kinds() -> Vec<KindSpec> {
-    let mut kinds = vec![
-        KindSpec::of::<Secret>(Caching::OnDemand),
-        KindSpec::of::<ConfigMap>(Caching::OnDemand),
-        KindSpec::of::<Deployment>(Caching::OnDemand),
-        KindSpec::of::<Service>(Caching::OnDemand),
-        KindSpec::of::<PodDisruptionBudget>(Caching::OnDemand),
-        KindSpec::of::<HorizontalPodAutoscaler>(Caching::OnDemand),
-        KindSpec::of::<NetworkPolicy>(Caching::OnDemand),
-        KindSpec::of::<Job>(Caching::OnDemand),
-        KindSpec::of::<CronJob>(Caching::OnDemand),
-        KindSpec::external(kinds::secret_store(), Caching::Full),
-        KindSpec::external(kinds::cluster_secret_store(), Caching::Full).cluster_scoped(),
-        KindSpec::external(kinds::external_secret(), Caching::Full),
-        KindSpec::external(kinds::rabbitmq_cluster(), Caching::Full),
-        KindSpec::external(kinds::http_route(), Caching::Full),
-        KindSpec::external(kinds::vertical_pod_autoscaler(), Caching::Full),
-        KindSpec::external(kinds::mariadb(), Caching::Full),
-    ];
-    kinds.extend(
-        kinds::mariadb_children()
-            .into_iter()
-            .map(|kind| KindSpec::external(kind, Caching::Full)),
-    );
-    kinds
+    registered(TABLES)
 }
 
 /// Every Secret name a Nova reads (`nova-reconciler.txt`, "Watches and indexes"): both database
@@ -211,7 +184,74 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clusters::Caching;
     use crate::nova::fixtures::example;
+    use crate::pipeline::Reconciled;
+    use crate::pipeline::kinds::{Role, in_role, registration};
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
+    use k8s_openapi::api::batch::v1::{CronJob, Job};
+    use k8s_openapi::api::core::v1::{ConfigMap, Service};
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+
+    #[test]
+    fn the_rows_register_and_sweep_what_the_controller_listed_by_hand() {
+        let mut listed = vec![
+            KindSpec::of::<Secret>(Caching::OnDemand),
+            KindSpec::of::<ConfigMap>(Caching::OnDemand),
+            KindSpec::of::<Deployment>(Caching::OnDemand),
+            KindSpec::of::<Service>(Caching::OnDemand),
+            KindSpec::of::<PodDisruptionBudget>(Caching::OnDemand),
+            KindSpec::of::<HorizontalPodAutoscaler>(Caching::OnDemand),
+            KindSpec::of::<NetworkPolicy>(Caching::OnDemand),
+            KindSpec::of::<Job>(Caching::OnDemand),
+            KindSpec::of::<CronJob>(Caching::OnDemand),
+            KindSpec::external(kinds::secret_store(), Caching::Full),
+            KindSpec::external(kinds::cluster_secret_store(), Caching::Full).cluster_scoped(),
+            KindSpec::external(kinds::external_secret(), Caching::Full),
+            KindSpec::external(kinds::rabbitmq_cluster(), Caching::Full),
+            KindSpec::external(kinds::http_route(), Caching::Full),
+            KindSpec::external(kinds::vertical_pod_autoscaler(), Caching::Full),
+            KindSpec::external(kinds::mariadb(), Caching::Full),
+        ];
+        listed.extend(
+            kinds::mariadb_children()
+                .into_iter()
+                .map(|kind| KindSpec::external(kind, Caching::Full)),
+        );
+        assert_eq!(registration(kinds()), registration(listed));
+        let mut swept: Vec<String> = <Nova as Reconciled>::remote_kinds()
+            .into_iter()
+            .map(|k| k.kind)
+            .collect();
+        swept.sort();
+        let mut owned = [
+            "ConfigMap",
+            "CronJob",
+            "Database",
+            "Deployment",
+            "Grant",
+            "HTTPRoute",
+            "HorizontalPodAutoscaler",
+            "Job",
+            "NetworkPolicy",
+            "PodDisruptionBudget",
+            "Secret",
+            "Service",
+            "User",
+            "VerticalPodAutoscaler",
+        ];
+        owned.sort_unstable();
+        assert_eq!(
+            swept, owned,
+            "common-types.md §3.17 \"Nova's remote kinds\""
+        );
+        assert_eq!(
+            <Nova as Reconciled>::remote_kinds(),
+            in_role(TABLES, Role::Owns)
+        );
+    }
 
     #[test]
     fn a_nova_references_its_secrets_store_and_broker() {

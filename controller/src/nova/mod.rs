@@ -19,6 +19,7 @@ use kube::ResourceExt;
 use nova_api::conditions::NovaConditionType as C;
 use nova_api::v1alpha1::{Nova, NovaStatus};
 
+use crate::pipeline::kinds::{self, Role};
 use crate::pipeline::{Pass, PlanOf, Reconciled, Stage, member, parallel, seq};
 use steps::{
     compute_config, conductor, config, console_http_route, console_proxy, database, db_archive,
@@ -35,39 +36,46 @@ pub type NovaPlan = PlanOf<Nova>;
 /// a release upgrade rolls them; DBArchive follows them, and the parallel group behind it has no
 /// inter-dependency. Each row names a file in `steps/`.
 pub static PIPELINE: [Stage<Nova>; 13] = [
-    seq("Secrets", C::SecretsReady, secrets::run),
-    seq("DBConnectionSecrets", C::SecretsReady, db_connection::run),
-    seq("TransportURLSecret", C::SecretsReady, transport_url::run),
-    seq("Config", C::SecretsReady, config::run),
-    seq("ComputeConfig", C::ComputeConfigReady, compute_config::run),
-    seq("Database", C::DatabaseReady, database::run),
-    seq("Conductor", C::ConductorReady, conductor::run),
-    seq("Scheduler", C::SchedulerReady, scheduler::run),
-    seq("Metadata", C::MetadataReady, metadata::run),
-    seq("ConsoleProxy", C::ConsoleProxyReady, console_proxy::run),
-    seq("Deployment", C::DeploymentReady, deployment::run),
-    seq("DBArchive", C::DBArchiveReady, db_archive::run),
+    seq("Secrets", C::SecretsReady, secrets::run).using(secrets::KINDS),
+    seq("DBConnectionSecrets", C::SecretsReady, db_connection::run).using(db_connection::KINDS),
+    seq("TransportURLSecret", C::SecretsReady, transport_url::run).using(transport_url::KINDS),
+    seq("Config", C::SecretsReady, config::run).using(config::KINDS),
+    seq("ComputeConfig", C::ComputeConfigReady, compute_config::run).using(compute_config::KINDS),
+    seq("Database", C::DatabaseReady, database::run).using(database::KINDS),
+    seq("Conductor", C::ConductorReady, conductor::run).using(workload::KINDS),
+    seq("Scheduler", C::SchedulerReady, scheduler::run).using(workload::KINDS),
+    seq("Metadata", C::MetadataReady, metadata::run).using(workload::WITH_SERVICE),
+    seq("ConsoleProxy", C::ConsoleProxyReady, console_proxy::run).using(workload::WITH_SERVICE),
+    seq("Deployment", C::DeploymentReady, deployment::run).using(deployment::KINDS),
+    seq("DBArchive", C::DBArchiveReady, db_archive::run).using(db_archive::KINDS),
     parallel(&[
-        member("HTTPRoute", C::HTTPRouteReady, http_route::run),
+        member("HTTPRoute", C::HTTPRouteReady, http_route::run).using(route::KINDS),
         member(
             "MetadataHTTPRoute",
             C::MetadataHTTPRouteReady,
             metadata_http_route::run,
-        ),
+        )
+        .using(route::KINDS),
         member(
             "ConsoleHTTPRoute",
             C::ConsoleHTTPRouteReady,
             console_http_route::run,
-        ),
+        )
+        .using(route::KINDS),
         member("HealthCheck", C::NovaAPIReady, health_check::run),
-        member("HPA", C::HPAReady, hpa::run),
-        member("VPA", C::VPAReady, vpa::run),
-        member("NetworkPolicy", C::NetworkPolicyReady, network_policy::run),
+        member("HPA", C::HPAReady, hpa::run).using(hpa::KINDS),
+        member("VPA", C::VPAReady, vpa::run).using(vpa::KINDS),
+        member("NetworkPolicy", C::NetworkPolicyReady, network_policy::run)
+            .using(network_policy::KINDS),
     ]),
 ];
 
+/// Every table: what the rows' declared kinds are gathered from (`pipeline::kinds`).
+pub static TABLES: &[&[Stage<Nova>]] = &[&PIPELINE, &CLEANUP];
+
 /// What a deleting Nova runs before its finalizer is released.
-pub static CLEANUP: [Stage<Nova>; 1] = [seq("DatabaseFinalizer", C::DatabaseReady, finalize::run)];
+pub static CLEANUP: [Stage<Nova>; 1] =
+    [seq("DatabaseFinalizer", C::DatabaseReady, finalize::run).using(finalize::KINDS)];
 
 /// The finalizer that holds a Nova until its database CRs are released.
 pub const FINALIZER: &str = "nova.openstack.c5c3.io/finalizer";
@@ -121,27 +129,11 @@ impl Reconciled for Nova {
             .map(|t| t.name.as_str())
     }
 
-    /// Deployments, Services, ConfigMaps, Secrets, Jobs, the CronJob, the PDB, the HPA, the
-    /// NetworkPolicy, the HTTPRoutes, the three MariaDB kinds and the VPA
+    /// The kinds the rows own: Deployments, Services, ConfigMaps, Secrets, Jobs, the CronJob,
+    /// the PDB, the HPA, the NetworkPolicy, the HTTPRoutes, the three MariaDB kinds and the VPA
     /// (`common-types.md` §3.17 "Nova's remote kinds").
     fn remote_kinds() -> Vec<kube::core::ApiResource> {
-        use k8s_openapi::api::{apps, autoscaling, batch, core, networking, policy};
-        use kube::core::ApiResource;
-        let mut kinds = vec![
-            ApiResource::erase::<apps::v1::Deployment>(&()),
-            ApiResource::erase::<core::v1::Service>(&()),
-            ApiResource::erase::<core::v1::ConfigMap>(&()),
-            ApiResource::erase::<core::v1::Secret>(&()),
-            ApiResource::erase::<batch::v1::Job>(&()),
-            ApiResource::erase::<batch::v1::CronJob>(&()),
-            ApiResource::erase::<policy::v1::PodDisruptionBudget>(&()),
-            ApiResource::erase::<autoscaling::v2::HorizontalPodAutoscaler>(&()),
-            ApiResource::erase::<networking::v1::NetworkPolicy>(&()),
-            crate::objects::kinds::http_route(),
-            crate::objects::kinds::vertical_pod_autoscaler(),
-        ];
-        kinds.extend(crate::objects::kinds::mariadb_children());
-        kinds
+        kinds::in_role(TABLES, Role::Owns)
     }
 
     fn forget_metrics(metrics: &crate::metrics::Metrics, namespace: &str, name: &str) {

@@ -8,9 +8,16 @@ use nova_api::v1alpha1::{GatewaySpec, Nova};
 
 use super::resolved::Resolved;
 use super::{NovaPass, NovaPlan};
+use crate::clusters::{Caching, KindSpec};
 use crate::objects::kinds;
+use crate::pipeline::kinds::{Uses, owns};
 use crate::pipeline::{Plan, REQUEUE_DEPLOYMENT_POLLING, StepError, StepFuture, capability};
 use crate::render::http_route::{accepted, http_route};
+
+/// A route step's HTTPRoute (another operator's kind, read whole).
+pub const KINDS: &[Uses] = &[owns(|| {
+    KindSpec::external(kinds::http_route(), Caching::Full)
+})];
 
 /// One of the three routes.
 #[derive(Clone, Copy, Debug)]

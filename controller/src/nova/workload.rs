@@ -6,14 +6,17 @@
 //! in pipeline order.
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
 use kube::ResourceExt;
 use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::v1alpha1::{Nova, UpgradePhase};
 
 use super::resolved::Resolved;
 use super::{NovaPass, NovaPlan};
+use crate::clusters::{Caching, KindSpec};
 use crate::clusters::{ClusterExt, FIELD_MANAGER};
 use crate::objects::Child;
+use crate::pipeline::kinds::{Uses, owns};
 use crate::pipeline::{Plan, REQUEUE_DEPLOYMENT_POLLING, StepError, StepFuture, Waiting};
 use crate::render::pod::{PodInputs, Role};
 use crate::render::workloads::{self, LiveReplicas};
@@ -106,6 +109,15 @@ pub async fn observe_rollout(pass: &NovaPass, role: Role) -> Result<Option<Rollo
     let live: Option<Deployment> = pass.cluster.get_typed(&pass.owner.namespace, &name).await?;
     Ok(live.as_ref().map(Rollout::of))
 }
+
+/// A workload step's Deployment.
+pub const KINDS: &[Uses] = &[owns(|| KindSpec::of::<Deployment>(Caching::OnDemand))];
+
+/// A front end's Deployment and Service.
+pub const WITH_SERVICE: &[Uses] = &[
+    owns(|| KindSpec::of::<Deployment>(Caching::OnDemand)),
+    owns(|| KindSpec::of::<Service>(Caching::OnDemand)),
+];
 
 /// The condition, reasons and noun of one workload step.
 #[derive(Clone, Copy, Debug)]

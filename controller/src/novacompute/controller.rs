@@ -348,6 +348,7 @@ mod tests {
     use crate::clusters::Caching;
     use crate::novacompute::fixtures::pool;
     use crate::objects::kinds;
+    use crate::pipeline::kinds::registration;
     use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
     use k8s_openapi::api::batch::v1::Job;
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -479,10 +480,7 @@ mod tests {
 
     #[test]
     fn the_rows_register_and_watch_what_the_controller_listed_by_hand() {
-        let spec = |s: KindSpec| (s.resource.kind, s.caching, s.cluster_scoped, s.optional);
-        let mut registered: Vec<_> = kinds().into_iter().map(spec).collect();
-        registered.sort();
-        let mut listed: Vec<_> = [
+        let listed = vec![
             KindSpec::of::<Nova>(Caching::Full),
             KindSpec::of::<Secret>(Caching::OnDemand),
             KindSpec::of::<ConfigMap>(Caching::OnDemand),
@@ -491,12 +489,8 @@ mod tests {
             KindSpec::of::<Deployment>(Caching::OnDemand),
             KindSpec::external(kinds::vertical_pod_autoscaler(), Caching::Full),
             KindSpec::of::<Node>(Caching::Metadata).cluster_scoped(),
-        ]
-        .into_iter()
-        .map(spec)
-        .collect();
-        listed.sort();
-        assert_eq!(registered, listed);
+        ];
+        assert_eq!(registration(kinds()), registration(listed));
         let (owned, named) = waking();
         let owned: Vec<&str> = owned.iter().map(|k| k.kind.as_str()).collect();
         assert_eq!(owned, ["ConfigMap", "DaemonSet", "VerticalPodAutoscaler"]);

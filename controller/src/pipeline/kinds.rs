@@ -87,3 +87,15 @@ pub fn in_role<K: Reconciled>(tables: &[&'static [Stage<K>]], role: Role) -> Vec
     }
     kinds
 }
+
+/// Kind, caching, cluster scope and optionality, sorted: what a registration amounts to (the
+/// kinds' tests compare the derived one with a list).
+#[cfg(test)]
+pub fn registration(specs: Vec<KindSpec>) -> Vec<(String, crate::clusters::Caching, bool, bool)> {
+    let mut specs: Vec<_> = specs
+        .into_iter()
+        .map(|s| (s.resource.kind, s.caching, s.cluster_scoped, s.optional))
+        .collect();
+    specs.sort();
+    specs
+}

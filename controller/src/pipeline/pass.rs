@@ -242,12 +242,19 @@ pub enum Stage<K: Reconciled> {
 }
 
 impl<K: Reconciled> Stage<K> {
-    /// A sequential row that reads or applies `kinds`.
+    /// A sequential row that reads or applies `kinds` (a group's members declare their own).
     pub const fn using(self, kinds: &'static [Uses]) -> Self {
         match self {
-            Stage::Sequential(step) => Stage::Sequential(Step { kinds, ..step }),
+            Stage::Sequential(step) => Stage::Sequential(step.using(kinds)),
             parallel => parallel,
         }
+    }
+}
+
+impl<K: Reconciled> Step<K> {
+    /// The step, reading or applying `kinds`.
+    pub const fn using(self, kinds: &'static [Uses]) -> Self {
+        Step { kinds, ..self }
     }
 }
 

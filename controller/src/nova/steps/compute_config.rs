@@ -11,8 +11,10 @@ use nova_api::names::NovaNames;
 use nova_api::v1alpha1::{LocalSecretRef, Nova};
 
 use crate::clusters::SecretValues;
+use crate::clusters::{Caching, KindSpec};
 use crate::nova::resolved::{Resolved, StatusUpdate};
 use crate::nova::{NovaPass, NovaPlan};
+use crate::pipeline::kinds::{Uses, names, owns};
 use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
 use crate::render::broker_url::{self, UrlProblem};
 use crate::render::children::{ContractSecrets, contract_data, derived_secret};
@@ -30,6 +32,12 @@ pub struct Observed {
     /// Whether `{name}-remote-compute-config` exists, and if so whether this Nova controls it.
     pub remote_contract: Option<bool>,
 }
+
+/// The remote transport URL Secret, by name, and the two compute contract Secrets.
+pub const KINDS: &[Uses] = &[
+    names(|| KindSpec::of::<Secret>(Caching::OnDemand)),
+    owns(|| KindSpec::of::<Secret>(Caching::OnDemand)),
+];
 
 /// The ComputeConfig step.
 pub fn run(pass: &NovaPass) -> StepFuture<'_, Nova> {

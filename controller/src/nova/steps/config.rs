@@ -11,10 +11,12 @@ use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::Nova;
 
+use crate::clusters::{Caching, KindSpec};
 use crate::clusters::{ClusterError, ClusterExt, ClusterReads};
 use crate::nova::resolved::Resolved;
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::{Labels, Owner};
+use crate::pipeline::kinds::{Uses, owns, reads};
 use crate::pipeline::{
     ConditionType, Plan, PlanOf, Prune, Reconciled, StepError, StepFuture, observe_then_plan,
 };
@@ -43,6 +45,12 @@ pub struct Observed {
     /// Every config ConfigMap of this Nova.
     pub history: Vec<Historical>,
 }
+
+/// The config ConfigMaps, and the API Deployment whose pods read the current one.
+pub const KINDS: &[Uses] = &[
+    owns(|| KindSpec::of::<ConfigMap>(Caching::OnDemand)),
+    reads(|| KindSpec::of::<Deployment>(Caching::OnDemand)),
+];
 
 /// The Config step.
 pub fn run(pass: &NovaPass) -> StepFuture<'_, Nova> {

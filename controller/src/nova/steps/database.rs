@@ -12,6 +12,7 @@ use kube::ResourceExt;
 use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::v1alpha1::{CellStatus, Nova, UpgradePhase};
 
+use crate::clusters::{Caching, KindSpec};
 use crate::clusters::{ClusterExt, JobReport};
 use crate::metrics::JobFamily;
 use crate::nova::db_provision::{self, BlockObserved, Outcome};
@@ -21,6 +22,7 @@ use crate::nova::resolved::{Resolved, StatusUpdate};
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::kinds;
 use crate::pipeline::conditions::is_new;
+use crate::pipeline::kinds::{Uses, names, owns};
 use crate::pipeline::{
     Plan, REQUEUE_DATABASE_WAIT, REQUEUE_NEXT_PASS, REQUEUE_UPGRADE_WAIT, StepError, StepFuture,
     Waiting, observe_then_plan,
@@ -44,6 +46,21 @@ pub struct Observed {
     pub jobs: BTreeMap<&'static str, ObservedJob>,
     /// The db-sync Job's termination report, read once it completed.
     pub report: Option<JobReport>,
+}
+
+/// The MariaDB clusters, by name, the three kinds provisioned per schema and the db Jobs.
+pub const KINDS: &[Uses] = &[
+    names(|| KindSpec::external(kinds::mariadb(), Caching::Full)),
+    owns(mariadb_child::<0>),
+    owns(mariadb_child::<1>),
+    owns(mariadb_child::<2>),
+    owns(|| KindSpec::of::<Job>(Caching::OnDemand)),
+];
+
+/// The `I`th of the kinds provisioned per schema (`kinds::mariadb_children`).
+pub fn mariadb_child<const I: usize>() -> KindSpec {
+    let [database, user, grant] = kinds::mariadb_children();
+    KindSpec::external([database, user, grant][I].clone(), Caching::Full)
 }
 
 /// The Database step.

@@ -14,12 +14,14 @@ use nova_api::v1alpha1::Nova;
 
 use super::database::conditions_of;
 use crate::clusters::ClusterExt;
+use crate::clusters::{Caching, KindSpec};
 use crate::metrics::JobFamily;
 use crate::nova::job_run::{ObservedJob, Terminal};
 use crate::nova::resolved::Resolved;
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::controller_of;
 use crate::pipeline::conditions::is_new;
+use crate::pipeline::kinds::{Uses, owns, reads};
 use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
 use crate::render::db_jobs::{ARCHIVE_COMPONENT, archive_cron_job, maintenance_labels};
 use crate::render::pod::PodInputs;
@@ -46,6 +48,12 @@ pub struct Observed {
     /// Each terminal run.
     pub runs: Vec<ArchiveRun>,
 }
+
+/// The archive CronJob and the Jobs it ran.
+pub const KINDS: &[Uses] = &[
+    owns(|| KindSpec::of::<CronJob>(Caching::OnDemand)),
+    reads(|| KindSpec::of::<Job>(Caching::OnDemand)),
+];
 
 /// The DBArchive step.
 pub fn run(pass: &NovaPass) -> StepFuture<'_, Nova> {

@@ -5,14 +5,17 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::{DatabaseSpec, Nova};
 
 use crate::clusters::SecretValues;
+use crate::clusters::{Caching, KindSpec};
 use crate::nova::resolved::{Digests, Resolved};
 use crate::nova::{NovaPass, NovaPlan};
+use crate::pipeline::kinds::{Uses, names, owns};
 use crate::pipeline::{
     Gate, Plan, REQUEUE_SECRET_POLLING, StepError, StepFuture, observe_then_plan,
 };
@@ -32,6 +35,12 @@ pub struct Observed {
     /// `spec.database.secretRef`.
     pub cell: Option<SecretValues>,
 }
+
+/// Both database credential Secrets, by name, and the two connection Secrets derived from them.
+pub const KINDS: &[Uses] = &[
+    names(|| KindSpec::of::<Secret>(Caching::OnDemand)),
+    owns(|| KindSpec::of::<Secret>(Caching::OnDemand)),
+];
 
 /// The DBConnectionSecrets step.
 pub fn run(pass: &NovaPass) -> StepFuture<'_, Nova> {

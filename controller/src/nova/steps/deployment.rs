@@ -3,6 +3,8 @@
 //! upgrade it flips the phase to Contracting once every rendered role has converged onto the
 //! new image: the contract phase rewrites rows the old code still reads.
 
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use nova_api::conditions::{NovaConditionType, Reason};
@@ -10,10 +12,12 @@ use nova_api::v1alpha1::{Nova, UpgradePhase};
 
 use super::console_proxy::enabled as proxy_enabled;
 use super::metadata::with_service;
+use crate::clusters::{Caching, KindSpec};
 use crate::nova::resolved::{Resolved, StatusUpdate};
 use crate::nova::workload::{self, Rollout, WorkloadStep};
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::Child;
+use crate::pipeline::kinds::{Uses, owns};
 use crate::pipeline::{
     REQUEUE_DEPLOYMENT_POLLING, REQUEUE_NEXT_PASS, StepError, StepFuture, Waiting,
     observe_then_plan,
@@ -47,6 +51,13 @@ impl Observed {
             .map(|(_, rollout)| rollout)
     }
 }
+
+/// The API Deployment, its Service and its disruption budget.
+pub const KINDS: &[Uses] = &[
+    owns(|| KindSpec::of::<Deployment>(Caching::OnDemand)),
+    owns(|| KindSpec::of::<Service>(Caching::OnDemand)),
+    owns(|| KindSpec::of::<PodDisruptionBudget>(Caching::OnDemand)),
+];
 
 /// The Deployment step.
 pub fn run(pass: &NovaPass) -> StepFuture<'_, Nova> {

@@ -7,8 +7,10 @@ use nova_api::names::NovaNames;
 use nova_api::v1alpha1::Nova;
 
 use crate::nova::resolved::Resolved;
+use crate::nova::steps::database::mariadb_child;
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::kinds;
+use crate::pipeline::kinds::{Uses, reads};
 use crate::pipeline::{Plan, REQUEUE_DATABASE_WAIT, StepError, StepFuture, observe_then_plan};
 
 /// The MariaDB object names of the managed schemas: `{name}-api`, `{name}`, and cell0's
@@ -47,6 +49,13 @@ pub struct Observed {
     /// Each remaining object.
     pub remaining: Vec<Remaining>,
 }
+
+/// The kinds provisioned per schema, whose release the finalizer waits for.
+pub const KINDS: &[Uses] = &[
+    reads(mariadb_child::<0>),
+    reads(mariadb_child::<1>),
+    reads(mariadb_child::<2>),
+];
 
 /// The cleanup step: observe first whether anything is still live, then delete, so a delete
 /// that flips the deletion timestamp never makes the check read "none live" too early.

@@ -7,13 +7,20 @@ use kube::core::ApiResource;
 use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::v1alpha1::Nova;
 
+use crate::clusters::{Caching, KindSpec};
 use crate::nova::resolved::Resolved;
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::Child;
+use crate::pipeline::kinds::{Uses, owns};
 use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
 use crate::render::autoscaling::api_hpa;
 
 const CONDITION: NovaConditionType = NovaConditionType::HPAReady;
+
+/// The API autoscaler.
+pub const KINDS: &[Uses] = &[owns(|| {
+    KindSpec::of::<HorizontalPodAutoscaler>(Caching::OnDemand)
+})];
 
 /// The HPA step.
 pub fn run(pass: &NovaPass) -> StepFuture<'_, Nova> {

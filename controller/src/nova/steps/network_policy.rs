@@ -10,9 +10,11 @@ use nova_api::names::NovaNames;
 use nova_api::v1alpha1::Nova;
 
 use super::console_proxy::enabled as proxy_enabled;
+use crate::clusters::{Caching, KindSpec};
 use crate::nova::resolved::Resolved;
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::Child;
+use crate::pipeline::kinds::{Uses, owns};
 use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
 use crate::render::network_policy::{PolicyInputs, main_policy, proxy_policy};
 
@@ -31,6 +33,9 @@ pub struct Observed {
     /// The operator's namespace, when the process knows it.
     pub operator_namespace: Option<String>,
 }
+
+/// The NetworkPolicies.
+pub const KINDS: &[Uses] = &[owns(|| KindSpec::of::<NetworkPolicy>(Caching::OnDemand))];
 
 /// The NetworkPolicy step.
 pub fn run(pass: &NovaPass) -> StepFuture<'_, Nova> {

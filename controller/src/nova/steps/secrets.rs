@@ -1,6 +1,7 @@
 //! The Secrets step (`common-types.md` §3.6): the secret-store gate, then the credential gates
 //! in their fixed order, then the values and digests later steps need.
 
+use k8s_openapi::api::core::v1::Secret;
 use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::effective::{self, secret_keys};
 use nova_api::v1alpha1::{Nova, NovaSpec, SecretStoreKind};
@@ -8,9 +9,11 @@ use nova_api::v1alpha1::{Nova, NovaSpec, SecretStoreKind};
 use kube::ResourceExt;
 
 use crate::clusters::SecretValues;
+use crate::clusters::{Caching, KindSpec};
 use crate::nova::resolved::{Digests, Resolved};
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::kinds;
+use crate::pipeline::kinds::{Uses, names};
 use crate::pipeline::{
     Gate, Plan, REQUEUE_SECRET_POLLING, StepError, StepFuture, Waiting, observe_then_plan,
 };
@@ -138,6 +141,14 @@ pub struct Observed {
     /// One entry per gate of [`gates`], in order.
     pub credentials: Vec<Credential>,
 }
+
+/// The Secrets the Nova names, their ExternalSecrets and the effective store, read by name.
+pub const KINDS: &[Uses] = &[
+    names(|| KindSpec::of::<Secret>(Caching::OnDemand)),
+    names(|| KindSpec::external(kinds::secret_store(), Caching::Full)),
+    names(|| KindSpec::external(kinds::cluster_secret_store(), Caching::Full).cluster_scoped()),
+    names(|| KindSpec::external(kinds::external_secret(), Caching::Full)),
+];
 
 /// The Secrets step.
 pub fn run(pass: &NovaPass) -> StepFuture<'_, Nova> {

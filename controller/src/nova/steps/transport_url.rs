@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::effective::{self, secret_keys};
@@ -10,9 +11,11 @@ use nova_api::names::NovaNames;
 use nova_api::v1alpha1::Nova;
 
 use crate::clusters::SecretValues;
+use crate::clusters::{Caching, KindSpec};
 use crate::nova::resolved::{Digests, Resolved};
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::kinds;
+use crate::pipeline::kinds::{Uses, names, owns};
 use crate::pipeline::{
     Gate, Plan, REQUEUE_SECRET_POLLING, StepError, StepFuture, Waiting, observe_then_plan,
 };
@@ -44,6 +47,13 @@ pub enum Observed {
         secret: Option<SecretValues>,
     },
 }
+
+/// The broker's Secrets and RabbitmqCluster, by name, and the derived transport URL Secret.
+pub const KINDS: &[Uses] = &[
+    names(|| KindSpec::of::<Secret>(Caching::OnDemand)),
+    names(|| KindSpec::external(kinds::rabbitmq_cluster(), Caching::Full)),
+    owns(|| KindSpec::of::<Secret>(Caching::OnDemand)),
+];
 
 /// The TransportURLSecret step.
 pub fn run(pass: &NovaPass) -> StepFuture<'_, Nova> {

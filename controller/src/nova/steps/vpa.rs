@@ -7,9 +7,11 @@ use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::v1alpha1::{Nova, VerticalAutoscalingSpec};
 
 use super::console_proxy::enabled as proxy_enabled;
+use crate::clusters::{Caching, KindSpec};
 use crate::nova::resolved::Resolved;
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::kinds;
+use crate::pipeline::kinds::{Uses, owns};
 use crate::pipeline::{Plan, StepError, StepFuture, capability, observe_then_plan};
 use crate::render::autoscaling::vpa;
 use crate::render::pod::Role;
@@ -26,6 +28,11 @@ pub struct Observed {
     /// Why the capability probe failed.
     pub probe_failed: Option<String>,
 }
+
+/// The workloads' VPAs (another operator's kind, read whole).
+pub const KINDS: &[Uses] = &[owns(|| {
+    KindSpec::external(kinds::vertical_pod_autoscaler(), Caching::Full)
+})];
 
 /// The VPA step.
 pub fn run(pass: &NovaPass) -> StepFuture<'_, Nova> {
