@@ -1,10 +1,11 @@
 //! What the Aggregates, Services and Traits steps share in a pass: the one OpenStack client
-//! (built by the first of them, so a pass asks Keystone at most once), the ledger as the steps
-//! before left it, and the other pools of the Nova.
+//! (built by the first of them, so a pass asks Keystone at most once) and one view of the pool
+//! (the CR, the ledger as the steps before left it, and the other pools of the Nova).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use kube::ResourceExt;
 use nova_api::conditions::Reason;
 use nova_api::v1alpha1::{NovaCompute, NovaComputeNodeStatus};
 
@@ -16,7 +17,7 @@ use crate::pipeline::EventNote;
 /// The client of this pass: the one an earlier step built, or a new one for the Nova, whose
 /// Services are reached through the Nova's cluster (`novacompute.md` §7.1: directly for a
 /// local Nova, through its target API server's service proxy for a placed one).
-pub fn client(pass: &NovaComputePass, nova: &NovaInputs) -> Arc<Client> {
+fn client(pass: &NovaComputePass, nova: &NovaInputs) -> Arc<Client> {
     if let Some(client) = &pass.resolved.openstack {
         return client.clone();
     }
@@ -70,22 +71,69 @@ pub struct Report {
     pub error: Option<String>,
 }
 
-/// What the Aggregates and Traits steps start from.
-pub struct Side {
-    /// The client of this pass.
-    pub client: Arc<Client>,
-    /// The ledger as the steps before left it.
+/// The pool as the three OpenStack steps see it in a pass; owned, so a step's settle can keep
+/// it.
+#[derive(Clone, Debug)]
+pub struct PoolView {
+    /// The NovaCompute as the pass read it.
+    pub cr: Arc<NovaCompute>,
+    /// The ledger as the steps before left it (the CR's may be older).
     pub nodes: Vec<NovaComputeNodeStatus>,
-    /// The other pools of the Nova.
+    /// The other NovaComputes of the Nova (any cluster), this one excluded.
     pub siblings: Vec<Arc<NovaCompute>>,
 }
 
-/// The client, the ledger and the other pools of this pass.
+impl PoolView {
+    /// The pool of `pass`.
+    fn of(pass: &NovaComputePass) -> Self {
+        Self {
+            cr: pass.cr.clone(),
+            nodes: current_ledger(pass),
+            siblings: siblings(pass),
+        }
+    }
+
+    /// The pool's namespace.
+    pub fn namespace(&self) -> &str {
+        self.cr.metadata.namespace.as_deref().unwrap_or_default()
+    }
+
+    /// The pool's name.
+    pub fn name(&self) -> String {
+        self.cr.name_any()
+    }
+
+    /// The name of the pool's Nova.
+    pub fn nova(&self) -> &str {
+        &self.cr.spec.nova_ref.name
+    }
+
+    /// Whether the pool is being deleted.
+    pub fn deleting(&self) -> bool {
+        self.cr.metadata.deletion_timestamp.is_some()
+    }
+
+    /// The other pools not being deleted: a deleting pool no longer needs aggregates or traits.
+    pub fn live_siblings(&self) -> impl Iterator<Item = &Arc<NovaCompute>> {
+        self.siblings
+            .iter()
+            .filter(|s| s.metadata.deletion_timestamp.is_none())
+    }
+}
+
+/// What the Aggregates, Services and Traits steps start from.
+pub struct Side {
+    /// The client of this pass.
+    pub client: Arc<Client>,
+    /// The pool of this pass.
+    pub pool: PoolView,
+}
+
+/// The client and the pool of this pass.
 pub fn side(pass: &NovaComputePass, nova: &NovaInputs) -> Side {
     Side {
         client: client(pass, nova),
-        nodes: current_ledger(pass),
-        siblings: siblings(pass),
+        pool: PoolView::of(pass),
     }
 }
 
@@ -101,7 +149,7 @@ pub fn with_events(
 
 /// The ledger as the steps before left it (the stored one on a pass that skipped the Nodes
 /// step).
-pub fn current_ledger(pass: &NovaComputePass) -> Vec<NovaComputeNodeStatus> {
+fn current_ledger(pass: &NovaComputePass) -> Vec<NovaComputeNodeStatus> {
     match &pass.resolved.nodes {
         Some(sets) => sets.ledger.clone(),
         None => ledger(&pass.cr).to_vec(),

@@ -1,11 +1,14 @@
 //! Inputs shared by the plan tests of the Aggregates, Services and Traits steps.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use nova_api::v1alpha1::{
     NodePhase, NovaCompute, NovaComputeNodeStatus, NovaComputeSpec, NovaComputeStatus, NovaRef,
 };
+
+use super::compute_api::PoolView;
 
 /// A ledger entry in `phase`, in `zone`.
 pub fn entry(name: &str, phase: NodePhase, zone: Option<&str>) -> NovaComputeNodeStatus {
@@ -53,4 +56,17 @@ pub fn pool_cr(name: &str, deleting: bool, nodes: Vec<NovaComputeNodeStatus>) ->
         ..Default::default()
     });
     pool
+}
+
+/// The view of `cr` among `siblings`, its ledger the one `cr` holds.
+pub fn view(cr: NovaCompute, siblings: &[Arc<NovaCompute>]) -> PoolView {
+    PoolView {
+        nodes: cr
+            .status
+            .as_ref()
+            .map(|s| s.nodes.clone())
+            .unwrap_or_default(),
+        cr: Arc::new(cr),
+        siblings: siblings.to_vec(),
+    }
 }

@@ -21,8 +21,11 @@ use k8s_openapi::api::core::v1::{Event, Node, Secret};
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use nova_api::conditions::Reason;
-use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
+use nova_api::v1alpha1::{
+    NodePhase, NovaCompute, NovaComputeHostTraits, NovaComputeNodeStatus, NovaComputeStatus,
+};
 use nova_controller::clusters::{ClusterReads, Handle, KubeCluster, Registry};
+use nova_controller::novacompute::compute_api::PoolView;
 use nova_controller::novacompute::hypervisors;
 use nova_controller::novacompute::steps::{aggregates, services, traits};
 use nova_controller::openstack::nova::ServiceDeletion;
@@ -77,6 +80,35 @@ fn node_entry(name: &str, phase: NodePhase) -> NovaComputeNodeStatus {
     }
 }
 
+/// NovaCompute `pool-a` of Nova `nova` in `ns`, deleting or not.
+fn pool_a(ns: &str, deleting: bool) -> NovaCompute {
+    let mut pool = NovaCompute::new(
+        "pool-a",
+        serde_json::from_value(json!({
+            "novaRef": { "name": "nova" },
+            "nodeSelector": { "pool": "a" },
+        }))
+        .unwrap_or_else(|e| panic!("a NovaCompute spec: {e}")),
+    );
+    pool.metadata.namespace = Some(ns.into());
+    if deleting {
+        pool.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ));
+    }
+    pool
+}
+
+/// `pool` as the OpenStack steps see it, holding the ledger `nodes`, alone in its Nova.
+fn view(pool: NovaCompute, nodes: Vec<NovaComputeNodeStatus>) -> PoolView {
+    PoolView {
+        cr: Arc::new(pool),
+        nodes,
+        siblings: Vec::new(),
+    }
+}
+
 /// The Aggregates step against the real Nova: a live pool gets one marked aggregate per zone
 /// of its Pending and Active nodes and tenant_filter_tests; a second pass changes nothing; once
 /// the pool is deleting, the empty marked aggregates go, except one someone added metadata to.
@@ -88,13 +120,8 @@ async fn aggregates_step(client: &Client, ns: &str) -> Result<()> {
         node("node-b", NodePhase::Active, &z2),
         node("node-c", NodePhase::Draining, &z2),
     ];
-    let pool = |deleting, nodes| aggregates::Pool {
-        namespace: ns,
-        nova: "nova",
-        deleting,
-        nodes,
-        siblings: &[],
-    };
+    let pool =
+        |deleting, nodes: &[NovaComputeNodeStatus]| view(pool_a(ns, deleting), nodes.to_vec());
     let (assessment, outcome, events) = aggregates::reconcile(client, &pool(false, &live)).await;
     ensure!(outcome == aggregates::Outcome::Completed, "{outcome:?}");
     let created: Vec<&str> = events.iter().map(|e| e.note.as_str()).collect();
@@ -305,25 +332,14 @@ async fn pools_through_the_controller(
     Ok(())
 }
 
-/// A NovaCompute of Nova `nova` declaring `traits` on every node and `gpu` on `node`.
+/// [`pool_a`] declaring `traits` on every node and `gpu` on `node`.
 fn traits_pool(ns: &str, node: &str, traits: &str, gpu: &str, deleting: bool) -> NovaCompute {
-    let mut pool = NovaCompute::new(
-        "pool-a",
-        serde_json::from_value(json!({
-            "novaRef": { "name": "nova" },
-            "nodeSelector": { "pool": "a" },
-            "traits": [traits],
-            "hostTraits": [{ "node": node, "traits": [gpu] }],
-        }))
-        .unwrap_or_else(|e| panic!("a NovaCompute spec: {e}")),
-    );
-    pool.metadata.namespace = Some(ns.into());
-    if deleting {
-        pool.metadata.deletion_timestamp =
-            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                k8s_openapi::jiff::Timestamp::now(),
-            ));
-    }
+    let mut pool = pool_a(ns, deleting);
+    pool.spec.traits = Some(vec![traits.to_owned()]);
+    pool.spec.host_traits = Some(vec![NovaComputeHostTraits {
+        node: node.to_owned(),
+        traits: vec![gpu.to_owned()],
+    }]);
     pool
 }
 
@@ -352,18 +368,15 @@ async fn traits_step(
     let mut entry = node_entry(&node, NodePhase::Active);
     let live = traits_pool(ns, &node, &traits, &gpu, false);
     let run = |pool: &NovaCompute, nodes: Vec<NovaComputeNodeStatus>| {
-        let pool = pool.clone();
+        let view = view(pool.clone(), nodes);
         let (handle, patches) = (&handle, &patches);
         async move {
             let annotated = BTreeSet::new();
-            let view = traits::Pool {
-                cr: &pool,
-                nova: "nova",
-                nodes: &nodes,
+            let pool = traits::Pool {
+                view: &view,
                 annotated: &annotated,
-                siblings: &[],
             };
-            traits::reconcile(client, handle, patches, &view).await
+            traits::reconcile(client, handle, patches, &pool).await
         }
     };
     let (outcome, report) = run(&live, vec![entry.clone()]).await;
@@ -493,9 +506,7 @@ async fn walk_once(
     pods_on: &[&str],
 ) -> services::Walk {
     let pool = services::Pool {
-        namespace: ns.to_owned(),
-        name: "pool-a".to_owned(),
-        nodes,
+        view: view(pool_a(ns, false), nodes),
         handover: BTreeSet::new(),
         pods_on: pods_on.iter().map(|s| (*s).to_owned()).collect(),
     };

@@ -11,9 +11,9 @@
 
 use nova_api::conditions::NovaComputeConditionType as C;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
-use crate::novacompute::compute_api::Report;
+use crate::novacompute::compute_api::{PoolView, Report};
 use crate::novacompute::resolved::NovaInputs;
 use crate::novacompute::resolved::Resolved;
 use crate::novacompute::{
@@ -23,8 +23,6 @@ use crate::pipeline::{REQUEUE_DEPLOYMENT_POLLING, StepFuture};
 
 use nova_api::conditions::Reason;
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus};
-
-use kube::ResourceExt;
 
 use crate::openstack::action::{Action, Done, failed};
 use crate::openstack::nova::Aggregate;
@@ -38,26 +36,9 @@ pub const TENANT_FILTER_TESTS: &str = "tenant_filter_tests";
 /// The metadata key Nova mirrors an aggregate's zone into.
 const ZONE_KEY: &str = "availability_zone";
 
-/// What the step reads about its pool and the other pools of the Nova.
-#[derive(Clone, Copy, Debug)]
-pub struct Pool<'a> {
-    /// The pool's namespace.
-    pub namespace: &'a str,
-    /// The Nova's name.
-    pub nova: &'a str,
-    /// Whether the pool is being deleted.
-    pub deleting: bool,
-    /// The pool's ledger as this pass left it.
-    pub nodes: &'a [NovaComputeNodeStatus],
-    /// The other NovaComputes of the Nova (any cluster), this one excluded.
-    pub siblings: &'a [Arc<NovaCompute>],
-}
-
-impl Pool<'_> {
-    /// The marker value, `<namespace>/<nova>`.
-    pub fn marker(&self) -> String {
-        format!("{}/{}", self.namespace, self.nova)
-    }
+/// The marker value, `<namespace>/<nova>`.
+fn marker(pool: &PoolView) -> String {
+    format!("{}/{}", pool.namespace(), pool.nova())
 }
 
 /// An aggregate to create.
@@ -113,14 +94,12 @@ fn onboarding_zones(nodes: &[NovaComputeNodeStatus]) -> (BTreeSet<String>, Vec<S
 
 /// The aggregates some live pool of the Nova still needs: the zones of every ledger entry of
 /// every pool that is not being deleted, and `tenant_filter_tests` while one such pool exists.
-fn required(pool: &Pool<'_>) -> BTreeSet<String> {
-    let own = (!pool.deleting).then_some(pool.nodes);
+fn required(pool: &PoolView) -> BTreeSet<String> {
+    let own = (!pool.deleting()).then_some(pool.nodes.as_slice());
     let live: Vec<&[NovaComputeNodeStatus]> = own
         .into_iter()
         .chain(
-            pool.siblings
-                .iter()
-                .filter(|s| s.metadata.deletion_timestamp.is_none())
+            pool.live_siblings()
                 .map(|s| s.status.as_ref().map_or(&[][..], |st| st.nodes.as_slice())),
         )
         .collect();
@@ -136,8 +115,8 @@ fn required(pool: &Pool<'_>) -> BTreeSet<String> {
 }
 
 /// The pure part: what to create, delete and keep, and how the pool's aggregates look.
-pub fn plan(pool: &Pool<'_>, aggregates: &[Aggregate]) -> (Changes, Assessment) {
-    let (zones, without_zone) = onboarding_zones(pool.nodes);
+pub fn plan(pool: &PoolView, aggregates: &[Aggregate]) -> (Changes, Assessment) {
+    let (zones, without_zone) = onboarding_zones(&pool.nodes);
     let mut wanted: Vec<Wanted> = zones
         .iter()
         .map(|z| Wanted {
@@ -145,7 +124,7 @@ pub fn plan(pool: &Pool<'_>, aggregates: &[Aggregate]) -> (Changes, Assessment) 
             zone: Some(z.clone()),
         })
         .collect();
-    if !pool.deleting {
+    if !pool.deleting() {
         wanted.push(Wanted {
             name: TENANT_FILTER_TESTS.to_owned(),
             zone: None,
@@ -168,7 +147,7 @@ pub fn plan(pool: &Pool<'_>, aggregates: &[Aggregate]) -> (Changes, Assessment) 
         }
     }
     let required = required(pool);
-    let marker = pool.marker();
+    let marker = marker(pool);
     for a in aggregates.iter().filter(|a| {
         a.metadata.get(MARKER_KEY) == Some(&marker)
             && !required.contains(&a.name)
@@ -341,8 +320,8 @@ impl KeptAggregates {
 }
 
 /// The actions that carry out `changes`, in order: the creates, then the deletes.
-pub fn actions(pool: &Pool<'_>, changes: &Changes) -> Vec<Action> {
-    let marker = pool.marker();
+pub fn actions(pool: &PoolView, changes: &Changes) -> Vec<Action> {
+    let marker = marker(pool);
     let creates = changes.create.iter().map(|w| Action::CreateAggregate {
         name: w.name.clone(),
         zone: w.zone.clone(),
@@ -424,7 +403,7 @@ pub struct Decision {
 }
 
 /// The pure decision over the listing.
-pub fn decide(pool: &Pool<'_>, listed: Result<Vec<Aggregate>, OpenStackError>) -> Decision {
+pub fn decide(pool: &PoolView, listed: Result<Vec<Aggregate>, OpenStackError>) -> Decision {
     match listed {
         Ok(aggregates) => {
             let (changes, assessment) = plan(pool, &aggregates);
@@ -447,7 +426,7 @@ pub fn decide(pool: &Pool<'_>, listed: Result<Vec<Aggregate>, OpenStackError>) -
 
 /// Lists, decides, carries the actions out in order through the one executor and settles:
 /// the step's whole pass over the aggregates, outside the engine (the real-services proofs).
-pub async fn reconcile(client: &Client, pool: &Pool<'_>) -> (Assessment, Outcome, Vec<EventNote>) {
+pub async fn reconcile(client: &Client, pool: &PoolView) -> (Assessment, Outcome, Vec<EventNote>) {
     let decision = decide(pool, client.aggregates().await);
     if let Some(message) = decision.failure {
         return (decision.assessment, Outcome::Failed(message), Vec::new());
@@ -458,7 +437,7 @@ pub async fn reconcile(client: &Client, pool: &Pool<'_>) -> (Assessment, Outcome
         |_, _, _| {},
     )
     .await;
-    let (outcome, notes) = settle(pool.nova, &decision.changes, &effects::answers(outcomes));
+    let (outcome, notes) = settle(pool.nova(), &decision.changes, &effects::answers(outcomes));
     (decision.assessment, outcome, notes)
 }
 
@@ -470,16 +449,10 @@ pub fn run(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
 fn step<'a>(pass: &'a NovaComputePass, nova: &'a NovaInputs) -> StepFuture<'a, NovaCompute> {
     Box::pin(async move {
         let side = compute_api::side(pass, nova);
-        let pool = Pool {
-            namespace: &pass.owner.namespace,
-            nova: &pass.cr.spec.nova_ref.name,
-            deleting: pass.cr.metadata.deletion_timestamp.is_some(),
-            nodes: &side.nodes,
-            siblings: &side.siblings,
-        };
-        let decision = decide(&pool, side.client.aggregates().await);
-        let nova = pool.nova.to_owned();
-        let key = (pass.owner.namespace.clone(), pass.cr.name_any());
+        let pool = &side.pool;
+        let decision = decide(pool, side.client.aggregates().await);
+        let nova = pool.nova().to_owned();
+        let key = (pool.namespace().to_owned(), pool.name());
         let shared = pass.shared.clone();
         let client = side.client.clone();
         let Decision {
@@ -520,7 +493,8 @@ fn step<'a>(pass: &'a NovaComputePass, nova: &'a NovaInputs) -> StepFuture<'a, N
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::novacompute::plan_fixtures::{entry, pool_cr};
+    use crate::novacompute::plan_fixtures::{entry, pool_cr, view};
+    use std::sync::Arc;
 
     fn aggregate(
         id: i64,
@@ -541,18 +515,12 @@ mod tests {
         }
     }
 
-    fn pool<'a>(
+    fn pool(
         deleting: bool,
-        nodes: &'a [NovaComputeNodeStatus],
-        siblings: &'a [Arc<NovaCompute>],
-    ) -> Pool<'a> {
-        Pool {
-            namespace: "ns",
-            nova: "nova",
-            deleting,
-            nodes,
-            siblings,
-        }
+        nodes: &[NovaComputeNodeStatus],
+        siblings: &[Arc<NovaCompute>],
+    ) -> PoolView {
+        view(pool_cr("pool-a", deleting, nodes.to_vec()), siblings)
     }
 
     const MARK: (&str, &str) = (MARKER_KEY, "ns/nova");

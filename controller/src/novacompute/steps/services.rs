@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use crate::clusters::ClusterError;
 use crate::clusters::{Caching, KindSpec};
-use crate::novacompute::compute_api::Report;
+use crate::novacompute::compute_api::{PoolView, Report};
 use crate::novacompute::resolved::NovaInputs;
 use crate::novacompute::resolved::{NodeSets, Resolved, StatusUpdate};
 use crate::novacompute::{
@@ -52,15 +52,12 @@ fn poll(phase: NodePhase) -> Duration {
     }
 }
 
-/// What the walk works on (owned: the step's settle keeps it).
+/// What the walk works on (owned: the step's settle keeps it): the shared view of the pool,
+/// whose ledger the Nodes step left sorted by name, and what only this step reads.
 #[derive(Clone, Debug)]
 pub struct Pool {
-    /// The pool's namespace.
-    pub namespace: String,
-    /// The pool's name.
-    pub name: String,
-    /// The ledger as the Nodes step left it, sorted by name.
-    pub nodes: Vec<NovaComputeNodeStatus>,
+    /// The pool of this pass.
+    pub view: PoolView,
     /// Releasing nodes another pool took over: dropped without a call.
     pub handover: BTreeSet<String>,
     /// Nodes on which a non-finished pod of this pool still runs (listed only while a node is
@@ -117,6 +114,7 @@ pub async fn observe(client: &Client, pool: &Pool) -> Listed {
         }
     };
     let needs_mapping = pool
+        .view
         .nodes
         .iter()
         .any(|n| n.phase == NodePhase::Pending && services.contains_key(&n.name));
@@ -139,7 +137,8 @@ pub async fn observe(client: &Client, pool: &Pool) -> Listed {
 fn disable_reason(pool: &Pool) -> String {
     format!(
         "c5c3.io: leaving NovaCompute {}/{}",
-        pool.namespace, pool.name
+        pool.view.namespace(),
+        pool.view.name()
     )
 }
 
@@ -196,7 +195,7 @@ pub fn actions(pool: &Pool, listed: &Listed) -> Vec<Action> {
     };
     let reason = disable_reason(pool);
     let mut actions = Vec::new();
-    for entry in &pool.nodes {
+    for entry in &pool.view.nodes {
         match call_for(pool, entry, services.get(&entry.name)) {
             Some(Call::Drain(enabled)) => {
                 if let Some(s) = enabled {
@@ -226,7 +225,8 @@ pub fn unmapped(pool: &Pool, listed: &Listed) -> Vec<String> {
     let Ok(services) = &listed.services else {
         return Vec::new();
     };
-    pool.nodes
+    pool.view
+        .nodes
         .iter()
         .filter(|n| matches!(n.phase, NodePhase::Pending | NodePhase::Active))
         .filter(|n| onboarding(n, services.contains_key(&n.name), listed.mapped.as_ref()).1)
@@ -239,11 +239,11 @@ pub fn unmapped(pool: &Pool, listed: &Listed) -> Vec<String> {
 /// were.
 pub fn settle(pool: &Pool, listed: &Listed, answers: &[Result<Done, String>]) -> Walk {
     let mut out = Walk {
-        nodes: pool.nodes.clone(),
+        nodes: pool.view.nodes.clone(),
         poll: REQUEUE_COMPUTE_SERVICE_POLLING,
         ..Walk::default()
     };
-    for n in &pool.nodes {
+    for n in &pool.view.nodes {
         out.poll = out.poll.min(poll(n.phase));
     }
     let services = match &listed.services {
@@ -476,9 +476,9 @@ pub fn run(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
 
 fn step<'a>(pass: &'a NovaComputePass, nova: &'a NovaInputs) -> StepFuture<'a, NovaCompute> {
     Box::pin(async move {
-        let nodes = compute_api::current_ledger(pass);
+        let side = compute_api::side(pass, nova);
         let sets = pass.resolved.nodes.clone().unwrap_or_default();
-        let pods_on = match pods_on(pass, &nodes).await {
+        let pods_on = match pods_on(pass, &side.pool.nodes).await {
             Ok(pods_on) => pods_on,
             Err(e) => {
                 return Ok(NovaComputePlan::proceed()
@@ -486,11 +486,9 @@ fn step<'a>(pass: &'a NovaComputePass, nova: &'a NovaInputs) -> StepFuture<'a, N
                     .failing(e.into()));
             }
         };
-        let client = compute_api::client(pass, nova);
+        let client = side.client;
         let pool = Pool {
-            namespace: pass.owner.namespace.clone(),
-            name: pass.cr.name_any(),
-            nodes,
+            view: side.pool,
             handover: sets.handover.clone(),
             pods_on,
         };
@@ -595,7 +593,7 @@ async fn pods_on(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::novacompute::plan_fixtures::entry;
+    use crate::novacompute::plan_fixtures::{entry, pool_cr, view};
     use crate::openstack::fake::{Fake, client};
 
     const SERVICES: &str = "/v2.1/os-services?binary=nova-compute";
@@ -629,9 +627,7 @@ mod tests {
         let handover = handover.iter().map(|s| (*s).to_owned()).collect();
         let pods_on = pods_on.iter().map(|s| (*s).to_owned()).collect();
         let pool = Pool {
-            namespace: "ns".into(),
-            name: "pool-a".into(),
-            nodes: nodes.to_vec(),
+            view: view(pool_cr("pool-a", false, nodes.to_vec()), &[]),
             handover,
             pods_on,
         };

@@ -11,10 +11,9 @@
 
 use nova_api::conditions::NovaComputeConditionType as C;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::novacompute::compute_api::Report;
+use crate::novacompute::compute_api::{PoolView, Report};
 use crate::novacompute::resolved::NovaInputs;
 use crate::novacompute::resolved::StatusUpdate;
 use crate::novacompute::{
@@ -81,28 +80,19 @@ fn custom(traits: &[String]) -> Vec<String> {
     set.into_iter().cloned().collect()
 }
 
-/// What the step works on.
+/// What the step works on: the shared view of the pool and what only this step reads.
 #[derive(Clone, Copy, Debug)]
 pub struct Pool<'a> {
-    /// The NovaCompute.
-    pub cr: &'a NovaCompute,
-    /// The Nova's name.
-    pub nova: &'a str,
-    /// The ledger as this pass left it.
-    pub nodes: &'a [NovaComputeNodeStatus],
+    /// The pool of this pass.
+    pub view: &'a PoolView,
     /// Nodes whose metadata carries [`ANNOTATION`].
     pub annotated: &'a BTreeSet<String>,
-    /// The other NovaComputes of the Nova, this one excluded.
-    pub siblings: &'a [Arc<NovaCompute>],
 }
 
 impl Pool<'_> {
-    fn deleting(&self) -> bool {
-        self.cr.metadata.deletion_timestamp.is_some()
-    }
-
     fn created(&self) -> &[String] {
-        self.cr
+        self.view
+            .cr
             .status
             .as_ref()
             .map_or(&[][..], |s| s.created_traits.as_slice())
@@ -111,13 +101,14 @@ impl Pool<'_> {
 
 /// The managed nodes, split into those to read and those left to the annotation.
 pub fn managed(pool: &Pool<'_>) -> (Vec<String>, Vec<String>) {
-    if pool.deleting() {
+    if pool.view.deleting() {
         return (Vec::new(), Vec::new());
     }
-    pool.nodes
+    pool.view
+        .nodes
         .iter()
         .filter(|n| matches!(n.phase, NodePhase::Pending | NodePhase::Active))
-        .filter(|n| !desired(pool.cr, &n.name).is_empty() || !n.traits.is_empty())
+        .filter(|n| !desired(&pool.view.cr, &n.name).is_empty() || !n.traits.is_empty())
         .map(|n| n.name.clone())
         .partition(|n| !pool.annotated.contains(n))
 }
@@ -141,27 +132,23 @@ pub fn disposition(
     records: &BTreeMap<String, Vec<String>>,
     name: &str,
 ) -> Disposition {
-    let this_declares = !pool.deleting() && declared(pool.cr).contains(name);
+    let view = pool.view;
+    let this_declares = !view.deleting() && declared(&view.cr).contains(name);
     if this_declares {
         return Disposition::Keep;
     }
-    if let Some(other) = pool
-        .siblings
-        .iter()
-        .filter(|s| s.metadata.deletion_timestamp.is_none())
-        .find(|s| declared(s).contains(name))
-    {
-        return if pool.deleting() {
+    if let Some(other) = view.live_siblings().find(|s| declared(s).contains(name)) {
+        return if view.deleting() {
             Disposition::Handover(other.metadata.name.clone().unwrap_or_default())
         } else {
             Disposition::Keep
         };
     }
-    let own = pool
+    let own = view
         .nodes
         .iter()
         .map(|n| records.get(&n.name).unwrap_or(&n.traits));
-    let others = pool
+    let others = view
         .siblings
         .iter()
         .flat_map(|s| s.status.iter().flat_map(|st| &st.nodes))
@@ -284,7 +271,7 @@ pub fn decide(pool: &Pool<'_>, observed: &Observed) -> Decision {
     let found = &observed.found;
     let wanted: BTreeMap<&String, Vec<String>> = found
         .keys()
-        .map(|node| (node, desired(pool.cr, node)))
+        .map(|node| (node, desired(&pool.view.cr, node)))
         .collect();
     let create: BTreeSet<&String> = found
         .iter()
@@ -320,7 +307,7 @@ pub fn decide(pool: &Pool<'_>, observed: &Observed) -> Decision {
         .filter(|name| decision.dispositions[*name] == Disposition::Delete)
         .cloned()
         .collect();
-    decision.nova = pool.nova.to_owned();
+    decision.nova = pool.view.nova().to_owned();
     decision
 }
 
@@ -522,7 +509,6 @@ pub fn run(pass: &NovaComputePass) -> StepFuture<'_, NovaCompute> {
 fn step<'a>(pass: &'a NovaComputePass, nova: &'a NovaInputs) -> StepFuture<'a, NovaCompute> {
     Box::pin(async move {
         let side = compute_api::side(pass, nova);
-        let nodes = &side.nodes;
         let annotated = pass
             .resolved
             .nodes
@@ -530,16 +516,13 @@ fn step<'a>(pass: &'a NovaComputePass, nova: &'a NovaInputs) -> StepFuture<'a, N
             .map(|s| s.annotated.clone())
             .unwrap_or_default();
         let pool = Pool {
-            cr: &pass.cr,
-            nova: &pass.cr.spec.nova_ref.name,
-            nodes,
+            view: &side.pool,
             annotated: &annotated,
-            siblings: &side.siblings,
         };
         let observed = observe(&ClusterHypervisors(&*pass.cluster), &pool).await;
         let services_poll = pass.resolved.services_poll;
         let created = pool.created().to_vec();
-        let nodes = nodes.clone();
+        let nodes = side.pool.nodes.clone();
         if let Some(report) = observed
             .failure
             .clone()
@@ -609,7 +592,7 @@ fn settled_plan(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
+    use std::sync::{Arc, Mutex};
 
     use nova_api::v1alpha1::NovaComputeHostTraits;
 
@@ -617,7 +600,7 @@ mod tests {
 
     use super::*;
     use crate::clusters::MemoryCluster;
-    use crate::novacompute::plan_fixtures::{entry, pool_cr};
+    use crate::novacompute::plan_fixtures::{entry, pool_cr, view};
     use crate::openstack::fake::{Fake, client};
 
     /// Hypervisors in memory, read through the seam and patched through an in-memory cluster.
@@ -713,14 +696,11 @@ mod tests {
         fake: &Fake,
         hypervisors: &Memory,
     ) -> (Outcome, Report) {
-        let nodes = nodes_of(cr);
+        let view = view(cr.clone(), siblings);
         let annotated: BTreeSet<String> = annotated.iter().map(|s| (*s).to_owned()).collect();
         let pool = Pool {
-            cr,
-            nova: "nova",
-            nodes: &nodes,
+            view: &view,
             annotated: &annotated,
-            siblings,
         };
         let cluster = Handle::new(hypervisors.cluster.clone());
         reconcile(&client(fake, None), hypervisors, &cluster, &pool).await
@@ -748,23 +728,21 @@ mod tests {
             ],
         );
         let nodes = nodes_of(&cr);
+        let cr = view(cr, &[]);
         let none = BTreeSet::new();
-        let pool = |cr| Pool {
-            cr,
-            nova: "nova",
-            nodes: &nodes,
+        let pool = |view| Pool {
+            view,
             annotated: &none,
-            siblings: &[],
         };
         assert_eq!(managed(&pool(&cr)), (strings(&["node-4"]), Vec::new()));
-        let a = pool_a(false, nodes.clone(), &[]);
+        let a = view(pool_a(false, nodes.clone(), &[]), &[]);
         let annotated = BTreeSet::from(["node-1".to_owned()]);
         let p = Pool {
             annotated: &annotated,
             ..pool(&a)
         };
         assert_eq!(managed(&p), (strings(&["node-4"]), strings(&["node-1"])));
-        let leaving = pool_a(true, nodes.clone(), &[]);
+        let leaving = view(pool_a(true, nodes.clone(), &[]), &[]);
         assert_eq!(managed(&pool(&leaving)), (Vec::new(), Vec::new()));
     }
 
@@ -968,19 +946,16 @@ mod tests {
         ];
         let none = BTreeSet::new();
         let records = BTreeMap::new();
-        let this = pool_a(false, Vec::new(), &[]);
-        let pool = |cr| Pool {
-            cr,
-            nova: "nova",
-            nodes: &[],
+        let this = view(pool_a(false, Vec::new(), &[]), &siblings);
+        let pool = |view| Pool {
+            view,
             annotated: &none,
-            siblings: &siblings,
         };
         assert_eq!(
             disposition(&pool(&this), &records, "CUSTOM_POOL_A"),
             Disposition::Keep
         );
-        let leaving = pool_a(true, Vec::new(), &[]);
+        let leaving = view(pool_a(true, Vec::new(), &[]), &siblings);
         assert_eq!(
             disposition(&pool(&leaving), &records, "CUSTOM_POOL_A"),
             Disposition::Handover("pool-b".into())
