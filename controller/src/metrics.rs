@@ -39,6 +39,10 @@ pub struct Metrics {
     pub effects: IntCounterVec,
     /// `nova_operator_effect_duration_seconds{effect}`.
     pub effect_duration: HistogramVec,
+    /// `nova_operator_openstack_requests_total{service,code}`: every Keystone, compute and
+    /// Placement request a pool's client sent, by the status it got (`none`: no answer); its
+    /// rate at steady state is the load the pools put on the cloud.
+    pub openstack_requests: IntCounterVec,
     /// `nova_operator_leader`: 1 while this replica holds the lease.
     pub leader: IntGauge,
     /// `nova_operator_db_sync_total` / `_duration_seconds`: the schema migrations and the
@@ -142,6 +146,13 @@ impl Metrics {
             .buckets(vec![0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
             &["effect"],
         )?;
+        let openstack_requests = IntCounterVec::new(
+            Opts::new(
+                "nova_operator_openstack_requests_total",
+                "Requests the compute pools sent to Keystone, the compute API and Placement, by service and HTTP status (none: no answer).",
+            ),
+            &["service", "code"],
+        )?;
         let leader = IntGauge::new(
             "nova_operator_leader",
             "1 while this replica holds the leader-election lease and reconciles, 0 otherwise.",
@@ -150,6 +161,7 @@ impl Metrics {
         registry.register(Box::new(reconcile_errors.clone()))?;
         registry.register(Box::new(effects.clone()))?;
         registry.register(Box::new(effect_duration.clone()))?;
+        registry.register(Box::new(openstack_requests.clone()))?;
         registry.register(Box::new(leader.clone()))?;
         let db_sync = JobMetrics::new(
             &registry,
@@ -171,6 +183,7 @@ impl Metrics {
             reconcile_errors,
             effects,
             effect_duration,
+            openstack_requests,
             leader,
             db_sync,
             db_archive,

@@ -1,6 +1,6 @@
 //! What the Aggregates, Services and Traits steps share in a pass: the one OpenStack client
-//! (built by the first of them, so a pass asks Keystone at most once) and one view of the pool
-//! (the CR, the ledger as the steps before left it, and the other pools of the Nova).
+//! (built by the first of them, its token the one every pass to that cloud shares) and one view
+//! of the pool (the CR, the ledger as the steps before left it, and the other pools of the Nova).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,17 +16,18 @@ use crate::pipeline::EventNote;
 
 /// The client of this pass: the one an earlier step built, or a new one for the Nova, whose
 /// Services are reached through the Nova's cluster (`novacompute.md` §7.1: directly for a
-/// local Nova, through its target API server's service proxy for a placed one).
+/// local Nova, through its target API server's service proxy for a placed one), its token
+/// shared with every pass calling the same cloud as the same user.
 fn client(pass: &NovaComputePass, nova: &NovaInputs) -> Arc<Client> {
     if let Some(client) = &pass.resolved.openstack {
         return client.clone();
     }
     let (endpoints, credentials) = addressing(nova);
-    Arc::new(Client::new(
-        nova.cluster.handle.transport(),
-        endpoints,
-        credentials,
-    ))
+    let cloud = nova.cluster.name.as_deref().unwrap_or_default();
+    Arc::new(
+        Client::new(nova.cluster.handle.transport(), endpoints, credentials)
+            .sharing(pass.shared.sessions(), cloud),
+    )
 }
 
 /// Where the Nova's services are and who the pool calls them as: the Keystone and compute

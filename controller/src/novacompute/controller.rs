@@ -21,6 +21,7 @@ use super::{TABLES, held, ledger};
 use crate::clusters::{ClusterExt, ClusterReads, Fleet, KindSpec, KubeCluster, Meta};
 use crate::metrics::Metrics;
 use crate::objects::selects;
+use crate::openstack::Sessions;
 use crate::pipeline::Reconciled;
 use crate::pipeline::index::ObjectKey;
 use crate::pipeline::kinds::{Role, in_role, registered};
@@ -196,7 +197,8 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (reader, writer) = reflector::store();
-    let pools = Arc::new(Pools::new(reader.clone()));
+    let sessions = Sessions::counted(metrics.openstack_requests.clone());
+    let pools = Arc::new(Pools::new(reader.clone(), sessions));
     let ctx = runner::context::<NovaCompute>(
         &client,
         cluster.clone(),
@@ -404,7 +406,7 @@ mod tests {
     fn a_node_label_change_wakes_the_pools_of_its_cluster_selecting_it_before_or_after_or_holding_it()
      {
         let (store, mut writer) = kube::runtime::reflector::store();
-        let pools = Pools::new(store);
+        let pools = Pools::new(store, Sessions::default());
         let selecting = |name: &str, value: &str| {
             let mut p = pool();
             p.metadata.name = Some(name.into());

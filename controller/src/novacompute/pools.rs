@@ -13,6 +13,7 @@ use nova_api::names::NovaNames;
 use nova_api::v1alpha1::{Nova, NovaCompute};
 
 use super::aggregates::KeptAggregates;
+use crate::openstack::Sessions;
 use crate::pipeline::index::{ObjectKey, ReferenceIndex};
 
 /// What one pool references by name: its Nova and the Nova's compute contract Secret.
@@ -34,12 +35,13 @@ pub fn nova_key(namespace: &str, name: &str) -> ObjectKey {
     ObjectKey::new(&ApiResource::erase::<Nova>(&()), namespace, name)
 }
 
-/// The pools by what they reference, the pools as the watch last saw them, and the aggregates
-/// each pool last reported kept.
+/// The pools by what they reference, the pools as the watch last saw them, the aggregates
+/// each pool last reported kept, and the OpenStack tokens their passes share.
 pub struct Pools {
     index: ReferenceIndex<NovaCompute>,
     store: Option<Store<NovaCompute>>,
     kept: KeptAggregates,
+    sessions: Arc<Sessions>,
 }
 
 impl Default for Pools {
@@ -49,17 +51,24 @@ impl Default for Pools {
             index: ReferenceIndex::new(references),
             store: None,
             kept: KeptAggregates::default(),
+            sessions: Arc::default(),
         }
     }
 }
 
 impl Pools {
-    /// The pools of the watch feeding `store`.
-    pub fn new(store: Store<NovaCompute>) -> Self {
+    /// The pools of the watch feeding `store`, their passes sharing `sessions`.
+    pub fn new(store: Store<NovaCompute>, sessions: Sessions) -> Self {
         Self {
             store: Some(store),
+            sessions: Arc::new(sessions),
             ..Self::default()
         }
+    }
+
+    /// The OpenStack tokens (and request counter) every pass's client shares.
+    pub fn sessions(&self) -> Arc<Sessions> {
+        self.sessions.clone()
     }
 
     /// Follows one event of the pool watch.
@@ -120,7 +129,7 @@ mod tests {
     #[test]
     fn siblings_are_the_other_pools_of_the_same_nova() {
         let (store, mut writer) = reflector::store();
-        let pools = Pools::new(store);
+        let pools = Pools::new(store, Sessions::default());
         for pool in [
             named("pool-c", "nova"),
             named("pool-a", "nova"),

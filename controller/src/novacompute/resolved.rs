@@ -107,7 +107,7 @@ pub struct Resolved {
     /// applied one).
     pub daemonset_applied: bool,
     /// The OpenStack client of this pass, built by the first step that calls OpenStack and
-    /// shared by the others, so a pass asks Keystone for one token at most.
+    /// shared by the others (its token kept across passes: `openstack::Sessions`).
     pub openstack: Option<Arc<Client>>,
     /// The Services step's poll of Nova, which the Traits step returns (the shorter of it and
     /// its own) instead of the Services step ending the pipeline with it.

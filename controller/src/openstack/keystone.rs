@@ -1,6 +1,9 @@
-//! The Keystone v3 password token (`novacompute.md` §7.2) and the Placement endpoint read off
-//! its catalog (§7.4).
+//! The Keystone v3 password token (`novacompute.md` §7.2), how long it lives, and the Placement
+//! endpoint read off its catalog (§7.4).
 
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -44,6 +47,10 @@ struct TokenBody {
 struct Token {
     #[serde(default)]
     catalog: Vec<CatalogEntry>,
+    #[serde(default)]
+    issued_at: Option<String>,
+    #[serde(default)]
+    expires_at: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -62,6 +69,16 @@ struct CatalogEndpoint {
     url: String,
     #[serde(default)]
     region_id: Option<String>,
+}
+
+/// How long a token response's token lives: `expires_at` less `issued_at`, both Keystone's
+/// clock, so a skew between Keystone's clock and ours does not shorten or stretch it. None when
+/// either is missing or unreadable.
+pub fn lifetime(body: &[u8]) -> Option<Duration> {
+    let token = serde_json::from_slice::<TokenBody>(body).ok()?.token;
+    let at = |t: Option<String>| t?.parse::<Timestamp>().ok();
+    let (issued, expires) = (at(token.issued_at)?, at(token.expires_at)?);
+    Duration::try_from(expires.duration_since(issued)).ok()
 }
 
 /// The internal Placement endpoint of a token response's catalog: the first `placement`
@@ -130,6 +147,20 @@ mod tests {
             body["auth"]["scope"]["project"],
             json!({ "name": "service", "domain": { "name": "Other" } })
         );
+    }
+
+    #[test]
+    fn the_lifetime_is_keystones_own_difference_of_its_two_stamps() {
+        let body = |issued: &str, expires: &str| {
+            json!({"token": {"issued_at": issued, "expires_at": expires}}).to_string()
+        };
+        let hour = body("2026-12-06T10:00:00.000000Z", "2026-12-06T11:00:00.000000Z");
+        assert_eq!(lifetime(hour.as_bytes()), Some(Duration::from_secs(3600)));
+        let backwards = body("2026-12-06T11:00:00Z", "2026-12-06T10:00:00Z");
+        assert_eq!(lifetime(backwards.as_bytes()), None);
+        assert_eq!(lifetime(body("yesterday", "today").as_bytes()), None);
+        assert_eq!(lifetime(br#"{"token": {}}"#), None);
+        assert_eq!(lifetime(b"not json"), None);
     }
 
     #[test]

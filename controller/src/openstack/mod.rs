@@ -1,7 +1,10 @@
 //! The Keystone, Nova and Placement client the Aggregates, Services and Traits steps of a
-//! NovaCompute pass share (`novacompute.md` §7): built once per pass, it requests its token
-//! lazily on first use and keeps it (or the failure) for the rest of the pass, so a pass asks
-//! Keystone at most once. Every request is bounded by the transport's 10 s timeout.
+//! NovaCompute pass share (`novacompute.md` §7): built once per pass, it takes its token on
+//! first use from the tokens every pass shares ([`Sessions`]: one per cloud and service user,
+//! reused until shortly before it expires), asks Keystone only when none is kept, and keeps
+//! the token (or the failure) for the rest of the pass. A pass asks Keystone at most twice:
+//! once for a token, and once more when a service refuses a kept one (401). Every request is
+//! bounded by the transport's 10 s timeout.
 //!
 //! Errors name the call and the path, never a URL's credentials, the password or the token:
 //! an error body is scrubbed of both before its first 512 bytes are kept.
@@ -10,14 +13,20 @@ pub mod action;
 pub mod keystone;
 pub mod nova;
 pub mod placement;
+pub mod sessions;
 pub mod transport;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub use sessions::Sessions;
 pub use transport::{Direct, EmptyCloud, Proxied, Request, Response, Transport, TransportError};
+
+use sessions::TokenKey;
 
 use crate::sensitive::{REDACTED, Sensitive};
 
@@ -114,6 +123,16 @@ enum Api {
     Placement,
 }
 
+impl Api {
+    /// The `service` label of its requests.
+    fn service(self) -> &'static str {
+        match self {
+            Api::Compute(_) => "compute",
+            Api::Placement => "placement",
+        }
+    }
+}
+
 /// What the token request returned.
 struct Session {
     token: Sensitive,
@@ -126,7 +145,13 @@ pub struct Client {
     transport: Arc<dyn Transport>,
     endpoints: Endpoints,
     credentials: Credentials,
-    session: tokio::sync::OnceCell<Result<Session, OpenStackError>>,
+    /// The tokens shared across passes, and this client's key into them.
+    sessions: Arc<Sessions>,
+    key: TokenKey,
+    /// This pass's token, or the failure to get one (kept for the rest of the pass).
+    session: tokio::sync::Mutex<Option<Result<Arc<Session>, OpenStackError>>>,
+    /// Whether this pass already replaced a refused token (once at most).
+    renewed: AtomicBool,
 }
 
 impl std::fmt::Debug for Client {
@@ -134,7 +159,7 @@ impl std::fmt::Debug for Client {
         f.debug_struct("Client")
             .field("endpoints", &self.endpoints)
             .field("username", &self.credentials.username)
-            .field("authenticated", &self.session.initialized())
+            .field("authenticated", &self.authenticated())
             .finish()
     }
 }
@@ -143,39 +168,70 @@ impl std::fmt::Debug for Client {
 const BODY_EXCERPT: usize = 512;
 
 impl Client {
-    /// A client that has not authenticated yet.
+    /// A client that has no token yet and keeps its tokens to itself.
     pub fn new(
         transport: Arc<dyn Transport>,
         endpoints: Endpoints,
         credentials: Credentials,
     ) -> Self {
+        let key = TokenKey::new("", &endpoints, &credentials);
         Self {
             transport,
             endpoints,
             credentials,
-            session: tokio::sync::OnceCell::new(),
+            sessions: Arc::default(),
+            key,
+            session: tokio::sync::Mutex::new(None),
+            renewed: AtomicBool::new(false),
         }
     }
 
-    /// Whether this client asked Keystone for a token yet.
+    /// The client, taking and keeping its tokens in `sessions`, its calls reaching the
+    /// services through `cloud` (a target cluster's name; empty for the management cluster).
+    pub fn sharing(mut self, sessions: Arc<Sessions>, cloud: &str) -> Self {
+        self.key = TokenKey::new(cloud, &self.endpoints, &self.credentials);
+        self.sessions = sessions;
+        self
+    }
+
+    /// Whether this client holds a token (or a failure to get one) yet.
     pub fn authenticated(&self) -> bool {
-        self.session.initialized()
+        self.session.try_lock().is_ok_and(|s| s.is_some())
     }
 
-    /// The token of this pass: requested on first use, the answer (or failure) kept.
-    async fn session(&self) -> Result<&Session, OpenStackError> {
-        self.session
-            .get_or_init(|| async {
-                self.authenticate()
-                    .await
-                    .map_err(|e| OpenStackError::Unauthenticated(Box::new(e)))
-            })
-            .await
-            .as_ref()
-            .map_err(Clone::clone)
+    /// The token of this pass: on first use the kept one, else a new one from Keystone; the
+    /// answer (or failure) is kept for the pass.
+    async fn session(&self) -> Result<Arc<Session>, OpenStackError> {
+        let mut slot = self.session.lock().await;
+        if let Some(kept) = &*slot {
+            return kept.clone();
+        }
+        let session = match self.sessions.reuse(&self.key, &self.credentials.password) {
+            Some(session) => Ok(session),
+            None => self
+                .authenticate()
+                .await
+                .map_err(|e| OpenStackError::Unauthenticated(Box::new(e))),
+        };
+        *slot = Some(session.clone());
+        session
     }
 
-    async fn authenticate(&self) -> Result<Session, OpenStackError> {
+    /// Drops `refused` from this pass and from the shared tokens, once per pass: the next
+    /// call asks Keystone again. Returns whether it did (a second refusal is the answer).
+    async fn renew(&self, refused: &Session) -> bool {
+        if self.renewed.swap(true, Ordering::SeqCst) {
+            return false;
+        }
+        self.sessions.forget(&self.key, &refused.token);
+        let mut slot = self.session.lock().await;
+        if matches!(&*slot, Some(Ok(s)) if s.token == refused.token) {
+            *slot = None;
+        }
+        true
+    }
+
+    async fn authenticate(&self) -> Result<Arc<Session>, OpenStackError> {
         let url = keystone::tokens_url(&self.endpoints.keystone);
         let body = keystone::token_request(&self.credentials).to_string();
         let request = Request {
@@ -188,15 +244,15 @@ impl Client {
             body: Some(body.into_bytes()),
         };
         let path = path_of(&url);
-        let response =
-            self.transport
-                .send(request)
-                .await
-                .map_err(|source| OpenStackError::Transport {
-                    method: "POST".into(),
-                    path: path.clone(),
-                    source,
-                })?;
+        let sent = Instant::now();
+        let response = self.transport.send(request).await;
+        self.sessions
+            .count("keystone", response.as_ref().ok().map(|r| r.status));
+        let response = response.map_err(|source| OpenStackError::Transport {
+            method: "POST".into(),
+            path: path.clone(),
+            source,
+        })?;
         if response.status != 201 {
             return Err(self.unexpected("POST", &path, &response, None));
         }
@@ -204,13 +260,22 @@ impl Client {
             .header("x-subject-token")
             .filter(|t| !t.is_empty())
             .ok_or(OpenStackError::NoToken)?;
-        Ok(Session {
+        let session = Arc::new(Session {
             token: Sensitive::new(token),
             catalog_placement: keystone::placement_from_catalog(
                 &response.body,
                 self.endpoints.region.as_deref(),
             ),
-        })
+        });
+        // Kept from when the request left: the token cannot be older than that.
+        self.sessions.keep(
+            &self.key,
+            &self.credentials.password,
+            session.clone(),
+            sent,
+            keystone::lifetime(&response.body),
+        );
+        Ok(session)
     }
 
     /// The Placement root: the override, else the catalog's internal endpoint.
@@ -233,7 +298,8 @@ impl Client {
             })
     }
 
-    /// One authenticated call; any status is returned, the caller decides what it accepts.
+    /// One authenticated call; any status is returned, the caller decides what it accepts. A
+    /// kept token the service refuses (401) is replaced once and the call sent again.
     async fn call(
         &self,
         api: Api,
@@ -241,11 +307,30 @@ impl Client {
         path: &str,
         body: Option<Value>,
     ) -> Result<Response, OpenStackError> {
+        let session = self.session().await?;
+        let response = self
+            .send(api, &session, method.clone(), path, &body)
+            .await?;
+        if response.status == 401 && self.renew(&session).await {
+            let session = self.session().await?;
+            return self.send(api, &session, method, path, &body).await;
+        }
+        Ok(response)
+    }
+
+    /// One request with `session`'s token.
+    async fn send(
+        &self,
+        api: Api,
+        session: &Session,
+        method: http::Method,
+        path: &str,
+        body: &Option<Value>,
+    ) -> Result<Response, OpenStackError> {
         let base = match api {
             Api::Compute(_) => self.endpoints.nova.trim_end_matches('/').to_owned(),
             Api::Placement => self.placement_url().await?,
         };
-        let session = self.session().await?;
         let mut headers = vec![
             ("X-Auth-Token", session.token.expose().to_owned()),
             ("Accept", "application/json".to_owned()),
@@ -264,16 +349,16 @@ impl Client {
             method: method.clone(),
             url: format!("{base}{path}"),
             headers,
-            body: body.map(|b| b.to_string().into_bytes()),
+            body: body.as_ref().map(|b| b.to_string().into_bytes()),
         };
-        self.transport
-            .send(request)
-            .await
-            .map_err(|source| OpenStackError::Transport {
-                method: method.to_string(),
-                path: path.to_owned(),
-                source,
-            })
+        let response = self.transport.send(request).await;
+        self.sessions
+            .count(api.service(), response.as_ref().ok().map(|r| r.status));
+        response.map_err(|source| OpenStackError::Transport {
+            method: method.to_string(),
+            path: path.to_owned(),
+            source,
+        })
     }
 
     /// The error of an answer the call does not accept: its body scrubbed of the password and
@@ -321,7 +406,8 @@ impl Client {
         {
             return Ok(response);
         }
-        let token = self.session().await.ok().map(|s| &s.token);
+        let session = self.session().await.ok();
+        let token = session.as_ref().map(|s| &s.token);
         Err(self.unexpected(method.as_str(), path, &response, token))
     }
 }
@@ -475,6 +561,82 @@ mod tests {
             err.to_string(),
             "GET /v2.1/os-aggregates: nova.test:8774 did not answer within 10s"
         );
+    }
+
+    /// A token response stating an hour's lifetime (Keystone's clock, far from ours).
+    const HOUR_TOKEN: &str = r#"{"token": {"issued_at": "2001-01-01T10:00:00.000000Z", "expires_at": "2001-01-01T11:00:00.000000Z", "catalog": []}}"#;
+
+    fn logins(fake: &Fake) -> usize {
+        let all = fake.requests().len();
+        all - fake.calls().len()
+    }
+
+    #[tokio::test]
+    async fn passes_sharing_sessions_reuse_one_token_per_cloud_and_user() {
+        let fake = Fake::new()
+            .login(201, Some(fake::TOKEN), HOUR_TOKEN)
+            .answer("GET", "/v2.1/os-aggregates", 200, r#"{"aggregates": []}"#);
+        let sessions = Arc::new(Sessions::default());
+        for _ in 0..3 {
+            let pass = client(&fake, None).sharing(sessions.clone(), "");
+            pass.aggregates().await.expect("listed");
+        }
+        assert_eq!(logins(&fake), 1, "one token for three passes");
+        client(&fake, None)
+            .sharing(sessions.clone(), "target-a")
+            .aggregates()
+            .await
+            .expect("listed");
+        assert_eq!(logins(&fake), 2, "another cloud, another token");
+        let mut rotated = client(&fake, None);
+        rotated.credentials.password = Sensitive::new("a-new-password");
+        rotated
+            .sharing(sessions.clone(), "")
+            .aggregates()
+            .await
+            .expect("listed");
+        assert_eq!(logins(&fake), 3, "a changed password is a new token");
+    }
+
+    #[tokio::test]
+    async fn a_token_without_a_stated_lifetime_serves_only_its_pass() {
+        let fake = Fake::new().answer("GET", "/v2.1/os-aggregates", 200, r#"{"aggregates": []}"#);
+        let sessions = Arc::new(Sessions::default());
+        for _ in 0..2 {
+            let pass = client(&fake, None).sharing(sessions.clone(), "");
+            pass.aggregates().await.expect("listed");
+            pass.aggregates().await.expect("listed again");
+        }
+        assert_eq!(logins(&fake), 2);
+    }
+
+    #[tokio::test]
+    async fn a_refused_kept_token_is_replaced_once_and_the_call_sent_again() {
+        let listed = r#"{"aggregates": []}"#;
+        let cloud = |answers: &[(u16, &str)]| {
+            answers.iter().fold(
+                Fake::new().login(201, Some(fake::TOKEN), HOUR_TOKEN),
+                |fake, (status, body)| fake.answer("GET", "/v2.1/os-aggregates", *status, body),
+            )
+        };
+        let sessions = Arc::new(Sessions::default());
+        let first = cloud(&[(200, listed)]);
+        let pass = client(&first, None).sharing(sessions.clone(), "");
+        pass.aggregates().await.expect("listed");
+        assert_eq!(logins(&first), 1);
+
+        let revoked = cloud(&[(401, "token revoked"), (200, listed)]);
+        let pass = client(&revoked, None).sharing(sessions.clone(), "");
+        pass.aggregates().await.expect("listed with a new token");
+        assert_eq!(logins(&revoked), 1, "the refused kept token was replaced");
+        assert_eq!(revoked.calls().len(), 2, "and the call sent again");
+
+        let refused = cloud(&[(401, "refused"), (401, "refused"), (401, "refused")]);
+        let pass = client(&refused, None).sharing(sessions, "");
+        let err = pass.aggregates().await.expect_err("refused twice");
+        assert!(err.to_string().contains("HTTP 401"), "{err}");
+        pass.aggregates().await.expect_err("refused again");
+        assert_eq!(logins(&refused), 1, "one renewal per pass, not a loop");
     }
 
     #[test]

@@ -645,6 +645,10 @@ fn exported_series() -> BTreeSet<String> {
     controller.db_sync.record("ns", "x", true, 1.0);
     controller.db_archive.record("ns", "x", false, 1.0);
     controller.nova_ready.with_label_values(&["x", "ns"]).set(1);
+    controller
+        .openstack_requests
+        .with_label_values(&["keystone", "201"])
+        .inc();
     let webhook = nova_webhook::metrics::Metrics::new().expect("metrics");
     webhook.observe("x", "CREATE", "allowed", 0.0);
     let text = controller.render() + &webhook.render();

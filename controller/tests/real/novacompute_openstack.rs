@@ -153,14 +153,24 @@ async fn notes(client: &Client, ns: &str, name: &str, reason: &str) -> Result<Ve
 }
 
 /// What a pass over an unchanged pool may not change: the controller's NovaCompute status
-/// writes and the events recorded on the pool.
-async fn quiet(client: &Client, requests: &Requests, ns: &str, name: &str) -> Result<(usize, i32)> {
+/// writes, the events recorded on the pool, and the tokens it asked Keystone for (a pass
+/// reuses the kept one: issue 32, "tokens and calls to OpenStack reused").
+async fn quiet(
+    client: &Client,
+    (metrics, requests): (&Metrics, &Requests),
+    ns: &str,
+    name: &str,
+) -> Result<(usize, i32, u64)> {
     let recorded = events_on(client, ns, name)
         .await?
         .iter()
         .map(|(_, _, n)| n)
         .sum();
-    Ok((requests.writes("novacomputes", "status"), recorded))
+    let logins = metrics
+        .openstack_requests
+        .with_label_values(&["keystone", "201"])
+        .get();
+    Ok((requests.writes("novacomputes", "status"), recorded, logins))
 }
 
 /// Touches the pool `name` (annotation `value`) and waits for the pass `passes` counts.
@@ -182,17 +192,19 @@ async fn one_pass(
 /// at its end (nothing the controller publishes says it went idle).
 const PASS_TAIL: Duration = Duration::from_secs(5);
 
-/// Five passes over the unchanged, converged pool `name` write no status and record no event.
+/// Five passes over the unchanged, converged pool `name` write no status, record no event and
+/// ask Keystone for no token.
 /// Converged first: passes until one writes no status (the condition a test waited for can
 /// hold while the pool's other rows still move, as they did on a loaded node). The counters are
 /// read once the pass before has ended, and once a pass after the fifth has.
 async fn five_quiet_passes(
     client: &Client,
-    requests: &Requests,
+    (metrics, requests): (&Metrics, &Requests),
     ns: &str,
     name: &str,
-    passes: impl Fn() -> u64,
+    step: &'static str,
 ) -> Result<()> {
+    let passes = step_passes(metrics, step);
     let pools: Api<NovaCompute> = Api::namespaced(client.clone(), ns);
     let settles = std::sync::atomic::AtomicUsize::new(0);
     Wait::new(
@@ -207,15 +219,15 @@ async fn five_quiet_passes(
         Ok((requests.writes("novacomputes", "status") == written).then_some(()))
     })
     .await?;
-    let before = quiet(client, requests, ns, name).await?;
+    let before = quiet(client, (metrics, requests), ns, name).await?;
     let status = pools.get(name).await?.status;
     touch_five_times(&pools, name, name, &passes).await;
     one_pass(&pools, name, &format!("{name}-settled"), &passes).await?;
     quiet_window(PASS_TAIL).await;
-    let after = quiet(client, requests, ns, name).await?;
+    let after = quiet(client, (metrics, requests), ns, name).await?;
     ensure!(
         before == after,
-        "{name} converged writes no status and records no event: {before:?} -> {after:?}\nthe status before: {}\nand after: {}",
+        "{name} converged writes no status, records no event and asks for no token (status writes, events, tokens): {before:?} -> {after:?}\nthe status before: {}\nand after: {}",
         serde_json::to_string(&status)?,
         serde_json::to_string(&pools.get(name).await?.status)?
     );
@@ -345,14 +357,7 @@ async fn traits(
         entry(&p, &node)
     );
     let version = hypervisors.get(&node).await?.resource_version();
-    five_quiet_passes(
-        client,
-        requests,
-        ns,
-        "pool-t",
-        step_passes(metrics, "Traits"),
-    )
-    .await?;
+    five_quiet_passes(client, (metrics, requests), ns, "pool-t", "Traits").await?;
     ensure!(
         hypervisors.get(&node).await?.resource_version() == version,
         "a converged pool writes no Hypervisor"
@@ -700,14 +705,7 @@ async fn aggregates_and_the_drain(
             Ok((!recorded.is_empty()).then_some(()))
         })
         .await?;
-    five_quiet_passes(
-        client,
-        requests,
-        ns,
-        "pool-d",
-        step_passes(metrics, "Aggregates"),
-    )
-    .await?;
+    five_quiet_passes(client, (metrics, requests), ns, "pool-d", "Aggregates").await?;
     ensure!(
         notes(client, ns, "pool-d", "AggregateKept").await? == [(kept, 1)],
         "recorded once"
