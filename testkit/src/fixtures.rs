@@ -124,16 +124,23 @@ pub fn pool(ns: &str, name: &str, nova: &str, selector: serde_json::Value) -> No
     .expect("pool")
 }
 
-/// A Keystone URL on a loopback port nothing listens on: no OpenStack runs in these suites, so
-/// every Aggregates pass fails its login at once (connection refused), without traffic leaving
-/// the machine. The returned socket holds the port bound (never listening, never accepting,
-/// without `SO_REUSEADDR`, so nothing else can bind it) for as long as the caller keeps it.
-pub fn unreachable_keystone() -> (tokio::net::TcpSocket, String) {
+/// A loopback port nothing listens on: a connection to it is refused at once, without traffic
+/// leaving the machine. The returned socket holds the port bound (never listening, never
+/// accepting, without `SO_REUSEADDR`, so nothing else can bind it) for as long as the caller
+/// keeps it.
+pub fn unreachable_port() -> (tokio::net::TcpSocket, u16) {
     let socket = tokio::net::TcpSocket::new_v4().expect("socket");
     socket
         .bind("127.0.0.1:0".parse().expect("address"))
         .expect("bind");
     let port = socket.local_addr().expect("address").port();
+    (socket, port)
+}
+
+/// A Keystone URL on an [`unreachable_port`]: no OpenStack runs in these suites, so every
+/// Aggregates pass fails its login at once (connection refused).
+pub fn unreachable_keystone() -> (tokio::net::TcpSocket, String) {
+    let (socket, port) = unreachable_port();
     (socket, format!("http://127.0.0.1:{port}/v3"))
 }
 

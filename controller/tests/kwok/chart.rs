@@ -48,7 +48,8 @@ const VALUE_SETS: &[(&str, &[&str])] = &[
 
 const NAMESPACE: &str = "nova-system";
 
-fn home() -> tempfile::TempDir {
+/// A helm home of its own, so helm never reads or writes the user's.
+pub(crate) fn home() -> tempfile::TempDir {
     tempfile::tempdir().expect("helm home")
 }
 
@@ -57,7 +58,8 @@ fn render(extra: &[&str]) -> Vec<Value> {
     documents(&text)
 }
 
-fn documents(text: &str) -> Vec<Value> {
+/// The documents of a rendering, empty ones left out.
+pub(crate) fn documents(text: &str) -> Vec<Value> {
     serde_saphyr::from_multiple::<Value>(text)
         .expect("the rendering is YAML")
         .into_iter()
@@ -65,7 +67,8 @@ fn documents(text: &str) -> Vec<Value> {
         .collect()
 }
 
-fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+/// The document of `kind` named `name`.
+pub(crate) fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
     docs.iter()
         .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
         .unwrap_or_else(|| panic!("no {kind} {name} in the rendering"))
@@ -474,6 +477,32 @@ fn the_webhook_configurations_carry_the_four_paths_and_the_generated_ca() {
     .map(|(a, b)| (a.to_owned(), b.to_owned()))
     .collect();
     assert_eq!(paths, want);
+
+    // In every value set, every webhook is called only for a CREATE or an UPDATE that may
+    // change the spec (webhook/README.md, "What skips admission"): the exact CEL is pinned.
+    let conditions = serde_json::json!([{
+        "name": "create-or-spec-change",
+        "expression": "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec",
+    }]);
+    for (name, extra) in VALUE_SETS {
+        let docs = render(extra);
+        for kind in [
+            "MutatingWebhookConfiguration",
+            "ValidatingWebhookConfiguration",
+        ] {
+            let hooks = find(&docs, kind, "nova-operator")["webhooks"]
+                .as_array()
+                .expect("webhooks");
+            assert_eq!(hooks.len(), 2, "{name}: {kind} has a webhook per kind");
+            for hook in hooks {
+                assert_eq!(
+                    hook["matchConditions"], conditions,
+                    "{name}: {kind} {}",
+                    hook["name"]
+                );
+            }
+        }
+    }
 
     // The serving certificate names the Service.
     let crt = secret["data"]["tls.crt"].as_str().expect("tls.crt");

@@ -18,3 +18,4 @@ mod nova_workloads;
 mod novacompute_pool;
 mod replica;
 mod target_clusters;
+mod webhook_down;
