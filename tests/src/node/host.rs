@@ -56,10 +56,24 @@ pub(crate) fn create_bridge(name: &str, cidr: &str) -> Result<()> {
 
 /// Deletes a link if it exists.
 pub(crate) fn delete_link(name: &str) -> Result<()> {
-    if link_exists(name) {
-        run("ip", &["link", "del", name], None)?;
+    match run("ip", &["link", "del", name], None) {
+        // Gone before or while it was deleted (a pod's veth goes with its namespace).
+        Err(_) if !link_exists(name) => Ok(()),
+        result => result,
     }
-    Ok(())
+}
+
+/// The ports of the bridge `name` (`/sys/class/net/<name>/brif`); none when there is no such
+/// bridge.
+pub(crate) fn bridge_ports(name: &str) -> Vec<String> {
+    std::fs::read_dir(format!("/sys/class/net/{name}/brif"))
+        .map(|ports| {
+            ports
+                .flatten()
+                .map(|p| p.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Loads an nftables ruleset (`nft -f -`).

@@ -236,6 +236,10 @@ pub fn teardown(layout: &Layout) -> Result<()> {
             errors.push(e.to_string());
         }
     };
+    // The pods' host-side veths, read while the bridge still holds them: deleted below with
+    // the bridge, not left to the kernel's asynchronous release of their namespaces, which can
+    // outlive the teardown by seconds (a veth seen after it once failed the teardown proof).
+    let ports = host::bridge_ports(BRIDGE);
     if let Ok(testbin) = fs::read_to_string(layout.testbin_record()) {
         let exes: Vec<PathBuf> = BINARIES
             .iter()
@@ -268,6 +272,9 @@ pub fn teardown(layout: &Layout) -> Result<()> {
         let before: Vec<String> = before.lines().map(str::to_owned).collect();
         note(host::remove_kube_chains(&before));
         let _ = fs::remove_file(layout.nft_tables_record());
+    }
+    for port in &ports {
+        note(host::delete_link(port));
     }
     note(host::delete_link(BRIDGE));
     if let Ok(original) = fs::read_to_string(layout.ip_forward_record()) {
