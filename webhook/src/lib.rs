@@ -1,13 +1,16 @@
 //! `nova-webhook`: the defaulting and validating admission webhook of the Nova and NovaCompute
 //! kinds. Each kind implements one trait (`admitted`); the admission logic is pure (`review`,
-//! `decode`, `validation`); the server (`server`) only moves bytes, resolves the lookups that
-//! need the API server (`lookups`) and counts (`metrics`).
+//! `decode`, `validation`); the server (`server`) only moves bytes within its limits (the body
+//! budget in `budget`, the idle timeout in `idle`), resolves the lookups that need the API
+//! server (`lookups`) and counts (`metrics`).
 
 pub mod admitted;
+pub mod budget;
 pub mod catalog;
 pub mod decode;
 pub mod field;
 pub mod grammar;
+pub mod idle;
 pub mod lookups;
 pub mod metrics;
 pub mod review;

@@ -58,6 +58,58 @@ struct Args {
         default_value = "text"
     )]
     log_format: LogFormat,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+/// The admission server's limits (`server::Limits`; defaults sized for the chart's 128 Mi
+/// memory limit, see the README).
+#[derive(Debug, clap::Args)]
+struct LimitArgs {
+    /// Admission connections open at once; one over it is reset on accept.
+    #[arg(long, env = "NOVA_WEBHOOK_MAX_CONNECTIONS", default_value_t = Limits::default().max_connections)]
+    max_connections: usize,
+    /// Seconds a connection may stay open with no request in flight.
+    #[arg(long, env = "NOVA_WEBHOOK_IDLE_TIMEOUT_SECONDS", default_value_t = Limits::default().idle_timeout.as_secs())]
+    idle_timeout_seconds: u64,
+    /// HTTP/2 streams one connection may have open at once.
+    #[arg(long, env = "NOVA_WEBHOOK_MAX_CONCURRENT_STREAMS", default_value_t = Limits::default().max_concurrent_streams)]
+    max_concurrent_streams: u32,
+    /// HTTP/2 receive window of one stream, in bytes; a connection's is this times the stream cap.
+    #[arg(long, env = "NOVA_WEBHOOK_HTTP2_STREAM_WINDOW_BYTES", default_value_t = Limits::default().stream_window_bytes)]
+    http2_stream_window_bytes: u32,
+    /// Largest request head (HTTP/1 head, HTTP/2 header list), in bytes.
+    #[arg(long, env = "NOVA_WEBHOOK_MAX_HEADER_BYTES", default_value_t = Limits::default().max_header_bytes)]
+    max_header_bytes: u32,
+    /// Memory the reviews in progress may use together, in bytes; each takes 20 times its
+    /// body's length, so at least 20 times the 3 MiB body cap.
+    #[arg(long, env = "NOVA_WEBHOOK_REVIEW_BUDGET_BYTES", default_value_t = Limits::default().review_budget_bytes)]
+    review_budget_bytes: usize,
+    /// Milliseconds a review waits for its share of the review budget before a 503.
+    #[arg(long, env = "NOVA_WEBHOOK_REVIEW_BUDGET_WAIT_MILLIS", default_value_t = duration_millis(Limits::default().review_budget_wait))]
+    review_budget_wait_millis: u64,
+}
+
+fn duration_millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl LimitArgs {
+    /// The limits, the flags over the defaults; refused when they do not work together.
+    fn limits(&self) -> anyhow::Result<Limits> {
+        let limits = Limits {
+            max_connections: self.max_connections,
+            idle_timeout: Duration::from_secs(self.idle_timeout_seconds),
+            max_concurrent_streams: self.max_concurrent_streams,
+            stream_window_bytes: self.http2_stream_window_bytes,
+            max_header_bytes: self.max_header_bytes,
+            review_budget_bytes: self.review_budget_bytes,
+            review_budget_wait: Duration::from_millis(self.review_budget_wait_millis),
+            ..Limits::default()
+        };
+        limits.check().map_err(anyhow::Error::msg)?;
+        Ok(limits)
+    }
 }
 
 fn init_logging(format: LogFormat) {
@@ -115,6 +167,7 @@ async fn shutdown_signal() {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     init_logging(args.log_format);
+    let limits = args.limits.limits().context("the limit flags")?;
     let _ = rustls::crypto::ring::default_provider().install_default();
     nova_webhook::catalog::init().context("embedded option catalogs")?;
 
@@ -155,17 +208,12 @@ async fn main() -> anyhow::Result<()> {
         stopped(stop_rx.clone()),
     ));
 
-    let limits = Limits::default();
-    let state = Arc::new(AppState {
-        resolver,
-        metrics: metrics.clone(),
-        limits,
-    });
+    let state = Arc::new(AppState::new(resolver, metrics.clone(), limits));
     let tls_config = tls::server_config(store.clone()).context("TLS configuration")?;
     let listener = TcpListener::bind(args.bind_address)
         .await
         .with_context(|| format!("binding {}", args.bind_address))?;
-    tracing::info!(admission = %args.bind_address, metrics = %args.metrics_bind_address, "nova-webhook serving");
+    tracing::info!(admission = %args.bind_address, metrics = %args.metrics_bind_address, ?limits, "nova-webhook serving");
     server::serve_tls(
         listener,
         tls_config,

@@ -2,8 +2,11 @@
 //! operation and the outcome, never an object name.
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
+
+use crate::server::Limits;
 
 /// The registered metrics.
 pub struct Metrics {
@@ -19,6 +22,30 @@ pub struct Metrics {
     pub connections: IntCounterVec,
     /// `nova_webhook_open_connections`: admission connections open now.
     pub open_connections: IntGauge,
+    /// `nova_webhook_rejected_total{limit}`: what a limit turned away: `connections` (a
+    /// connection closed on accept, the connection slots all taken) and `review_budget` (a
+    /// review answered 503, its share of the budget not free within its wait). HTTP/2 streams
+    /// over the
+    /// stream cap are refused inside the HTTP/2 layer and not counted here.
+    pub rejected: IntCounterVec,
+    /// `nova_webhook_review_budget_used_bytes`: the review budget taken now (the reviews in
+    /// progress, each its body's length times `budget::MEMORY_PER_BODY_BYTE`).
+    pub review_budget_used: IntGauge,
+    /// `nova_webhook_idle_closed_total`: connections closed for having no request in flight
+    /// for the idle timeout.
+    pub idle_closed: IntCounter,
+    /// `nova_webhook_limit{limit}`: the limits in force (`connections`, `concurrent_streams`,
+    /// `review_budget_bytes`, `max_body_bytes`), to read the gauges above against.
+    pub limits: IntGaugeVec,
+}
+
+/// A limit that turned something away, the `limit` label of `nova_webhook_rejected_total`.
+#[derive(Clone, Copy, Debug)]
+pub enum Rejected {
+    /// A connection over the connection cap.
+    Connection,
+    /// A review that could not get its share of the review budget.
+    ReviewBudget,
 }
 
 /// One open admission connection, counted until dropped.
@@ -62,17 +89,69 @@ impl Metrics {
             "nova_webhook_open_connections",
             "Admission connections open now",
         )?;
+        let rejected = IntCounterVec::new(
+            Opts::new(
+                "nova_webhook_rejected_total",
+                "Connections and reviews turned away by a limit, by limit",
+            ),
+            &["limit"],
+        )?;
+        let review_budget_used = IntGauge::new(
+            "nova_webhook_review_budget_used_bytes",
+            "Review budget taken now by the reviews in progress",
+        )?;
+        let idle_closed = IntCounter::new(
+            "nova_webhook_idle_closed_total",
+            "Admission connections closed for having no request in flight for the idle timeout",
+        )?;
+        let limits = IntGaugeVec::new(
+            Opts::new(
+                "nova_webhook_limit",
+                "The admission server's limits in force",
+            ),
+            &["limit"],
+        )?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(duration.clone()))?;
         registry.register(Box::new(connections.clone()))?;
         registry.register(Box::new(open_connections.clone()))?;
+        registry.register(Box::new(rejected.clone()))?;
+        registry.register(Box::new(review_budget_used.clone()))?;
+        registry.register(Box::new(idle_closed.clone()))?;
+        registry.register(Box::new(limits.clone()))?;
         Ok(Self {
             registry,
             requests,
             duration,
             connections,
             open_connections,
+            rejected,
+            review_budget_used,
+            idle_closed,
+            limits,
         })
+    }
+
+    /// Shows the limits in force on `nova_webhook_limit`.
+    pub fn show_limits(&self, limits: &Limits) {
+        let gauge = |what: &str, value: usize| {
+            self.limits
+                .with_label_values(&[what])
+                .set(i64::try_from(value).unwrap_or(i64::MAX));
+        };
+        gauge("connections", limits.max_connections);
+        gauge("concurrent_streams", limits.max_concurrent_streams as usize);
+        gauge("review_budget_bytes", limits.review_budget_bytes);
+        gauge("max_body_bytes", limits.max_body_bytes);
+    }
+
+    /// Counts one thing a limit turned away.
+    pub fn rejected(&self, by: Rejected) {
+        let limit = match by {
+            Rejected::Connection => "connections",
+            Rejected::ReviewBudget => "review_budget",
+        };
+        self.rejected.with_label_values(&[limit]).inc();
     }
 
     /// Counts a connection whose handshake negotiated `alpn`; it stays open until the guard drops.

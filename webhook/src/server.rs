@@ -4,6 +4,14 @@
 //! the body each have a read deadline, a TLS handshake has a deadline, and a plain-HTTP client
 //! on the TLS port gets a 400 instead of a silent close. On shutdown the listener closes first
 //! and in-flight reviews finish (bounded by a drain deadline).
+//!
+//! What keeps the server inside its memory limit (the chart's 128 Mi) under any mix of
+//! connections, streams and bodies: a cap on open connections (one over it is reset on accept),
+//! a cap on each HTTP/2 connection's concurrent streams and small flow-control windows (what a
+//! connection may have sent that nobody reads yet), a cap on the request head, an idle timeout,
+//! and one budget of memory shared by all reviews in progress, their bodies and what decoding
+//! them costs (`budget`). The defaults and the memory they add up to are in `Limits` and the
+//! README.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -16,22 +24,40 @@ use axum::extract::State;
 use axum::http::{HeaderValue, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use futures::StreamExt as _;
+use hyper::service::Service as _;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 
-use crate::metrics::Metrics;
+use crate::budget::{self, ReviewBudget};
+use crate::idle::Activity;
+use crate::metrics::{Metrics, Rejected};
 use crate::review::{self, Resolver, Webhook};
 use crate::tls::CertStore;
 
 /// The largest admission body read (the API server's own object limit).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
+/// The HTTP/2 frame size the server accepts: the protocol's minimum (and default); larger
+/// frames would only let one frame hold more of a connection's buffer.
+const HTTP2_MAX_FRAME_BYTES: u32 = 16 * 1024;
+
+/// The smallest HTTP/1 read buffer hyper takes.
+const HTTP1_MIN_READ_BUFFER_BYTES: usize = 8 * 1024;
+
 /// Deadlines and bounds of the admission server.
+///
+/// What the defaults add up to, against the chart's 128 Mi memory limit: the reviews in
+/// progress take at most the review budget (64 MiB, one body at the cap and what decoding it can
+/// cost, with room beside it for about a hundred ordinary reviews); each of at most 64
+/// connections holds its TLS and HTTP state (about 16 KiB idle, measured) and at most one
+/// connection window (256 KiB) of body data sent that nobody reads yet; the server itself
+/// idles at about 12 MiB. That is under 100 MiB at worst.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
     /// The longest a client may take to send the request head.
@@ -40,10 +66,37 @@ pub struct Limits {
     pub body_read_timeout: Duration,
     /// The longest a TLS handshake may take.
     pub handshake_timeout: Duration,
-    /// The longest in-flight requests may run after shutdown starts.
+    /// The longest in-flight requests may run after shutdown starts, or a connection after it
+    /// is closed for being idle.
     pub drain_timeout: Duration,
     /// The body cap.
     pub max_body_bytes: usize,
+    /// Connections open at once, those still in their TLS handshake included. One accepted
+    /// over it is reset at once: its client learns right away instead of at its own timeout,
+    /// and it costs nothing (no handshake, no buffers). The API server keeps a few long-lived
+    /// HTTP/2 connections, far under it.
+    pub max_connections: usize,
+    /// A connection with no request in flight this long is closed (HTTP/2: GOAWAY, so a client
+    /// knows to open another).
+    pub idle_timeout: Duration,
+    /// HTTP/2 streams one connection may have open at once; the HTTP/2 layer refuses more
+    /// (`REFUSED_STREAM`). A Go client (the API server) that needs more opens another
+    /// connection.
+    pub max_concurrent_streams: u32,
+    /// The HTTP/2 receive window of one stream: the body bytes a stream may send ahead of the
+    /// server's reads. The connection's window is this times the stream cap
+    /// (`connection_window_bytes`).
+    pub stream_window_bytes: u32,
+    /// The largest request head: the HTTP/2 header list, and the HTTP/1 read buffer a head
+    /// must fit in (hyper's default lets that buffer grow to about 400 KiB per connection; it
+    /// is at least 8 KiB). The API server's heads are a few hundred bytes.
+    pub max_header_bytes: u32,
+    /// Memory the reviews in progress may use together, across all connections and streams:
+    /// each takes its body's length times `budget::MEMORY_PER_BODY_BYTE` before the body is
+    /// read (`budget`).
+    pub review_budget_bytes: usize,
+    /// The longest a review waits for its share of the budget before it is answered 503.
+    pub review_budget_wait: Duration,
 }
 
 impl Default for Limits {
@@ -54,7 +107,62 @@ impl Default for Limits {
             handshake_timeout: Duration::from_secs(10),
             drain_timeout: Duration::from_secs(25),
             max_body_bytes: MAX_BODY_BYTES,
+            max_connections: 64,
+            idle_timeout: Duration::from_secs(60),
+            max_concurrent_streams: 16,
+            stream_window_bytes: 16 * 1024,
+            max_header_bytes: 16 * 1024,
+            review_budget_bytes: 64 * 1024 * 1024,
+            review_budget_wait: Duration::from_secs(2),
         }
+    }
+}
+
+/// The largest HTTP/2 window (RFC 9113 6.9.1).
+const HTTP2_MAX_WINDOW: u64 = (1 << 31) - 1;
+
+/// The HTTP/2 connection window before any update (RFC 9113 6.9.2); a connection's window
+/// cannot be made smaller.
+const HTTP2_INITIAL_WINDOW: u64 = 65_535;
+
+impl Limits {
+    /// The HTTP/2 receive window of one connection: every stream's window, so that streams
+    /// waiting for the review budget (which read nothing) cannot take the whole connection's
+    /// window from a stream being read, as a smaller one let them (a connection of 20 streams
+    /// of 3 MiB stalled its one admitted review until the others gave up). With the connection
+    /// cap it bounds the data sent that the server holds unread. At least HTTP/2's initial
+    /// 65,535 bytes.
+    pub fn connection_window_bytes(&self) -> u32 {
+        let window = u64::from(self.max_concurrent_streams) * u64::from(self.stream_window_bytes);
+        u32::try_from(window.clamp(HTTP2_INITIAL_WINDOW, HTTP2_MAX_WINDOW)).unwrap_or(u32::MAX >> 1)
+    }
+
+    /// What does not work together: a budget under what a body at the cap takes would refuse
+    /// every such body, no stream could send a byte through a window of 0, and HTTP/2 caps a
+    /// window at 2^31-1 bytes.
+    pub fn check(&self) -> Result<(), String> {
+        if self.max_connections == 0 || self.max_concurrent_streams == 0 {
+            return Err("the connection and stream caps must be at least 1".into());
+        }
+        let largest = self
+            .max_body_bytes
+            .saturating_mul(budget::MEMORY_PER_BODY_BYTE);
+        if self.review_budget_bytes < largest {
+            return Err(format!(
+                "the review budget ({} bytes) is under the {largest} bytes a body at the cap \
+                 ({} bytes) takes",
+                self.review_budget_bytes, self.max_body_bytes
+            ));
+        }
+        let window = u64::from(self.max_concurrent_streams) * u64::from(self.stream_window_bytes);
+        if self.stream_window_bytes == 0 || window > HTTP2_MAX_WINDOW {
+            return Err(format!(
+                "the HTTP/2 stream window ({} bytes) times the stream cap ({}) must be from 1 \
+                 to 2^31-1 bytes",
+                self.stream_window_bytes, self.max_concurrent_streams
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -66,6 +174,24 @@ pub struct AppState<R> {
     pub metrics: Arc<Metrics>,
     /// The limits.
     pub limits: Limits,
+    /// The review budget, `limits.review_budget_bytes` of it.
+    pub budget: Arc<ReviewBudget>,
+}
+
+impl<R> AppState<R> {
+    /// The state of a server with these limits, its budget shown on `metrics`.
+    pub fn new(resolver: R, metrics: Arc<Metrics>, limits: Limits) -> Self {
+        let budget = ReviewBudget::new(
+            limits.review_budget_bytes,
+            metrics.review_budget_used.clone(),
+        );
+        Self {
+            resolver,
+            metrics,
+            limits,
+            budget,
+        }
+    }
 }
 
 /// The admission router: the four webhook paths.
@@ -96,6 +222,21 @@ fn plain(status: StatusCode, message: impl Into<String>) -> Response {
         .into_response()
 }
 
+/// Reads `body` into a buffer of `capacity` bytes, the length it was charged for; `None` for a
+/// body longer than that or one that could not be read.
+async fn read_body(body: Body, capacity: usize) -> Option<Vec<u8>> {
+    let mut buf = Vec::with_capacity(capacity);
+    let mut chunks = body.into_data_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.ok()?;
+        if chunk.len() > capacity - buf.len() {
+            return None;
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Some(buf)
+}
+
 async fn admit<R: Resolver + Send + Sync + 'static>(
     webhook: Webhook,
     state: Arc<AppState<R>>,
@@ -104,41 +245,54 @@ async fn admit<R: Resolver + Send + Sync + 'static>(
     let started = Instant::now();
     let path = webhook.path;
     let limits = state.limits;
-    let body = match tokio::time::timeout(
-        limits.body_read_timeout,
-        axum::body::to_bytes(req.into_body(), limits.max_body_bytes),
-    )
-    .await
-    {
-        Err(_) => {
-            state.metrics.observe(
-                path,
-                "unknown",
-                "bad_request",
-                started.elapsed().as_secs_f64(),
-            );
-            return plain(
-                StatusCode::REQUEST_TIMEOUT,
-                "the request body did not arrive in time",
-            );
-        }
-        Ok(Err(_)) => {
-            state.metrics.observe(
-                path,
-                "unknown",
-                "bad_request",
-                started.elapsed().as_secs_f64(),
-            );
-            return plain(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!(
-                    "the request body exceeds {} bytes or could not be read",
-                    limits.max_body_bytes
-                ),
-            );
-        }
-        Ok(Ok(b)) => b,
+    let refuse = |outcome: &str, status: StatusCode, message: String| {
+        state
+            .metrics
+            .observe(path, "unknown", outcome, started.elapsed().as_secs_f64());
+        plain(status, message)
     };
+    let too_large = || {
+        refuse(
+            "bad_request",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the request body exceeds {} bytes or could not be read",
+                limits.max_body_bytes
+            ),
+        )
+    };
+    let declared = axum::body::HttpBody::size_hint(req.body()).upper();
+    let Some(bytes) = budget::body_charge(declared, limits.max_body_bytes) else {
+        return too_large();
+    };
+    // Held until the answer is built: the body and its decoded review live as long.
+    let memory = bytes.saturating_mul(budget::MEMORY_PER_BODY_BYTE);
+    let Some(_share) = state.budget.take(memory, limits.review_budget_wait).await else {
+        state.metrics.rejected(Rejected::ReviewBudget);
+        let mut refused = refuse(
+            "unavailable",
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the webhook is reviewing as many request bodies as its memory allows; retry".into(),
+        );
+        refused
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return refused;
+    };
+    let body =
+        match tokio::time::timeout(limits.body_read_timeout, read_body(req.into_body(), bytes))
+            .await
+        {
+            Err(_) => {
+                return refuse(
+                    "bad_request",
+                    StatusCode::REQUEST_TIMEOUT,
+                    "the request body did not arrive in time".into(),
+                );
+            }
+            Ok(None) => return too_large(),
+            Ok(Some(b)) => b,
+        };
     let handled = review::handle(webhook, &body, &state.resolver).await;
     let outcome = handled
         .response
@@ -229,17 +383,25 @@ pub async fn serve_tls(
     shutdown: impl Future<Output = ()>,
 ) {
     let acceptor = TlsAcceptor::from(Arc::new(tls));
-    let graceful = GracefulShutdown::new();
+    let (draining, _) = watch::channel(());
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    metrics.show_limits(&limits);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(HTTP1_MIN_READ_BUFFER_BYTES.max(limits.max_header_bytes as usize))
         .keep_alive(true);
     builder
         .http2()
         .timer(TokioTimer::new())
-        .keep_alive_interval(Some(Duration::from_secs(30)));
+        .keep_alive_interval(Some(Duration::from_secs(30)))
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        .initial_stream_window_size(limits.stream_window_bytes)
+        .initial_connection_window_size(limits.connection_window_bytes())
+        .max_frame_size(HTTP2_MAX_FRAME_BYTES)
+        .max_header_list_size(limits.max_header_bytes);
     let builder = Arc::new(builder);
     tokio::pin!(shutdown);
     loop {
@@ -254,24 +416,36 @@ pub async fn serve_tls(
                 }
             },
         };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            // A reset rather than a close: the client sees the refusal at once, and no
+            // TIME_WAIT socket is left here for each one refused.
+            let _ = stream.set_zero_linger();
+            metrics.rejected(Rejected::Connection);
+            tracing::debug!(%peer, "connection cap reached; connection reset");
+            continue;
+        };
         let connection = Connection {
             acceptor: acceptor.clone(),
             router: router.clone(),
             builder: builder.clone(),
-            watcher: graceful.watcher(),
+            draining: draining.subscribe(),
             limits,
             metrics: metrics.clone(),
         };
-        tokio::spawn(connection.serve(stream, peer));
+        tokio::spawn(async move {
+            connection.serve(stream, peer).await;
+            drop(slot);
+        });
     }
     drop(listener);
     tracing::info!(
-        in_flight = graceful.count(),
+        in_flight = draining.receiver_count(),
         "admission listener closed; draining in-flight requests"
     );
+    let _ = draining.send(());
     tokio::select! {
-        _ = graceful.shutdown() => tracing::info!("all admission connections drained"),
-        _ = tokio::time::sleep(limits.drain_timeout) => tracing::warn!("drain deadline passed; closing the remaining connections"),
+        () = draining.closed() => tracing::info!("all admission connections drained"),
+        () = tokio::time::sleep(limits.drain_timeout) => tracing::warn!("drain deadline passed; closing the remaining connections"),
     }
 }
 
@@ -280,13 +454,15 @@ struct Connection {
     acceptor: TlsAcceptor,
     router: Router,
     builder: Arc<auto::Builder<TokioExecutor>>,
-    watcher: hyper_util::server::graceful::Watcher,
+    /// Changes when the server shuts down; held until the connection ends, which is what the
+    /// drain waits for.
+    draining: watch::Receiver<()>,
     limits: Limits,
     metrics: Arc<Metrics>,
 }
 
 impl Connection {
-    async fn serve(self, mut stream: tokio::net::TcpStream, peer: SocketAddr) {
+    async fn serve(mut self, mut stream: tokio::net::TcpStream, peer: SocketAddr) {
         let limits = self.limits;
         let _ = stream.set_nodelay(true);
         // A TLS handshake opens with a handshake record (0x16); an ASCII letter is a plain HTTP
@@ -318,13 +494,117 @@ impl Connection {
         let _open = self
             .metrics
             .connection_opened(tls.get_ref().1.alpn_protocol());
-        let service = TowerToHyperService::new(self.router);
+        let activity = Activity::new();
+        let service = {
+            let activity = activity.clone();
+            let router = TowerToHyperService::new(self.router);
+            hyper::service::service_fn(move |req| {
+                let in_flight = activity.begin();
+                let answer = router.call(req);
+                async move {
+                    let answer = answer.await;
+                    drop(in_flight);
+                    answer
+                }
+            })
+        };
         let conn = self
             .builder
-            .serve_connection_with_upgrades(TokioIo::new(tls), service)
-            .into_owned();
-        if let Err(e) = self.watcher.watch(conn).await {
-            tracing::debug!(%peer, error = %e, "connection ended with an error");
+            .serve_connection_with_upgrades(TokioIo::new(tls), service);
+        tokio::pin!(conn);
+        let idle = activity.idle_for(limits.idle_timeout);
+        tokio::select! {
+            ended = conn.as_mut() => return log_end(peer, ended),
+            // Also when the sender is gone: the drain deadline passed.
+            _ = self.draining.changed() => {}
+            () = idle => {
+                self.metrics.idle_closed.inc();
+                tracing::debug!(%peer, "idle connection closed");
+            }
         }
+        // In-flight requests finish; HTTP/2 tells the client with a GOAWAY. Bounded: HTTP/2's
+        // graceful close waits for the client to acknowledge a ping, which a client may never do.
+        conn.as_mut().graceful_shutdown();
+        match tokio::time::timeout(limits.drain_timeout, conn).await {
+            Ok(ended) => log_end(peer, ended),
+            Err(_) => tracing::debug!(%peer, "connection dropped at the drain deadline"),
+        }
+    }
+}
+
+fn log_end<E: std::fmt::Display>(peer: SocketAddr, ended: Result<(), E>) {
+    if let Err(e) = ended {
+        tracing::debug!(%peer, error = %e, "connection ended with an error");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_limits_work_together() {
+        assert_eq!(Limits::default().check(), Ok(()));
+    }
+
+    #[test]
+    fn limits_that_do_not_work_together_are_refused() {
+        let refused = |limits: Limits| limits.check().unwrap_err();
+        let d = Limits::default();
+        assert!(
+            refused(Limits {
+                max_connections: 0,
+                ..d
+            })
+            .contains("at least 1")
+        );
+        assert!(
+            refused(Limits {
+                max_concurrent_streams: 0,
+                ..d
+            })
+            .contains("at least 1")
+        );
+        assert!(
+            refused(Limits {
+                review_budget_bytes: MAX_BODY_BYTES * budget::MEMORY_PER_BODY_BYTE - 1,
+                ..d
+            })
+            .contains("a body at the cap")
+        );
+        for stream_window_bytes in [0, 1 << 30] {
+            assert!(
+                refused(Limits {
+                    stream_window_bytes,
+                    ..d
+                })
+                .contains("must be from 1 to 2^31-1")
+            );
+        }
+    }
+
+    #[test]
+    fn the_connection_window_holds_every_stream_window() {
+        let d = Limits::default();
+        assert_eq!(d.connection_window_bytes(), 16 * 16 * 1024);
+        let one = Limits {
+            max_concurrent_streams: 1,
+            stream_window_bytes: 1024,
+            ..d
+        };
+        assert_eq!(
+            one.connection_window_bytes(),
+            65_535,
+            "HTTP/2's initial window at least"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_body_is_read_into_its_share_and_no_further() {
+        let body = || Body::from(vec![b'x'; 1000]);
+        let read = read_body(body(), 1000).await.expect("fits exactly");
+        assert_eq!((read.len(), read.capacity()), (1000, 1000));
+        assert_eq!(read_body(body(), 999).await, None);
+        assert_eq!(read_body(Body::empty(), 0).await, Some(Vec::new()));
     }
 }

@@ -23,9 +23,9 @@ use nova_testkit::fixtures::EXAMPLE_NOVA_YAML as EXAMPLE_NOVA;
 use nova_testkit::wait::Wait;
 
 /// How long a reload or a counter may take to show (the certificate store polls every 100 ms).
-const RELOAD_WAIT: Duration = Duration::from_secs(10);
+pub(super) const RELOAD_WAIT: Duration = Duration::from_secs(10);
 
-fn install_provider() {
+pub(super) fn install_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
@@ -72,7 +72,7 @@ impl SecretDir {
 
 /// A CA and a store serving a leaf it issued, from a Secret-volume-like directory (kept while
 /// the returned directory lives).
-fn serving() -> (CertificateAuthority, Arc<CertStore>, tempfile::TempDir) {
+pub(super) fn serving() -> (CertificateAuthority, Arc<CertStore>, tempfile::TempDir) {
     let ca = CertificateAuthority::new("webhook test CA").unwrap();
     let leaf = ca.issue_serving("nova-webhook", &["127.0.0.1"]).unwrap();
     let tmp = tempfile::tempdir().unwrap();
@@ -82,15 +82,15 @@ fn serving() -> (CertificateAuthority, Arc<CertStore>, tempfile::TempDir) {
     (ca, store, tmp)
 }
 
-struct Running {
-    addr: SocketAddr,
-    admin: SocketAddr,
+pub(super) struct Running {
+    pub(super) addr: SocketAddr,
+    pub(super) admin: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     done: tokio::task::JoinHandle<()>,
-    ca_pem: String,
+    pub(super) ca_pem: String,
 }
 
-async fn start<R: Resolver + Send + Sync + 'static>(
+pub(super) async fn start<R: Resolver + Send + Sync + 'static>(
     store: Arc<CertStore>,
     resolver: R,
     limits: Limits,
@@ -111,11 +111,7 @@ async fn start<R: Resolver + Send + Sync + 'static>(
             .clone()
             .watch(Duration::from_millis(100), std::future::pending()),
     );
-    let state = Arc::new(AppState {
-        resolver,
-        metrics: metrics.clone(),
-        limits,
-    });
+    let state = Arc::new(AppState::new(resolver, metrics.clone(), limits));
     let config = tls::server_config(store).unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
     let done = tokio::spawn(server::serve_tls(
@@ -137,7 +133,7 @@ async fn start<R: Resolver + Send + Sync + 'static>(
     }
 }
 
-fn client_config(ca_pem: &str) -> rustls::ClientConfig {
+pub(super) fn client_config(ca_pem: &str) -> rustls::ClientConfig {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(cert.unwrap()).unwrap();
@@ -147,7 +143,10 @@ fn client_config(ca_pem: &str) -> rustls::ClientConfig {
         .with_no_client_auth()
 }
 
-async fn connect(addr: SocketAddr, ca_pem: &str) -> tokio_rustls::client::TlsStream<TcpStream> {
+pub(super) async fn connect(
+    addr: SocketAddr,
+    ca_pem: &str,
+) -> tokio_rustls::client::TlsStream<TcpStream> {
     let connector = tokio_rustls::TlsConnector::from(Arc::new(client_config(ca_pem)));
     let tcp = TcpStream::connect(addr).await.unwrap();
     connector
@@ -199,7 +198,7 @@ async fn http<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     (code, body)
 }
 
-async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+pub(super) async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     let mut tcp = TcpStream::connect(addr).await.unwrap();
     let head = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     tcp.write_all(head.as_bytes()).await.unwrap();
@@ -219,7 +218,7 @@ async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
     )
 }
 
-fn review_body(operation: &str) -> Vec<u8> {
+pub(super) fn review_body(operation: &str) -> Vec<u8> {
     let object: serde_json::Value = serde_saphyr::from_str(EXAMPLE_NOVA).unwrap();
     serde_json::to_vec(&serde_json::json!({
         "apiVersion": "admission.k8s.io/v1",
@@ -418,7 +417,7 @@ async fn admission_over_tls_and_the_limits() {
 }
 
 /// The value of the unlabelled or fully labelled series `series` in `metrics`.
-fn series(metrics: &str, series: &str) -> Option<f64> {
+pub(super) fn series(metrics: &str, series: &str) -> Option<f64> {
     metrics
         .lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
