@@ -481,11 +481,13 @@ impl Status {
 }
 
 /// `ErrorList.ToAggregate().Error()`: duplicates dropped, one error bare, several in brackets.
+/// Linear in the errors: a body of many small violations must not cost quadratic time.
 pub fn aggregate(errors: &[FieldError]) -> Option<String> {
+    let mut distinct = std::collections::HashSet::with_capacity(errors.len());
     let mut seen: Vec<String> = Vec::with_capacity(errors.len());
     for e in errors {
         let msg = e.to_string();
-        if !seen.contains(&msg) {
+        if distinct.insert(msg.clone()) {
             seen.push(msg);
         }
     }

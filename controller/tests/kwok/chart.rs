@@ -680,6 +680,7 @@ fn exported_series() -> BTreeSet<String> {
         .inc();
     let webhook = nova_webhook::metrics::Metrics::new().expect("metrics");
     webhook.observe("x", "CREATE", "allowed", 0.0);
+    webhook.rejected(nova_webhook::metrics::Rejected::Connection);
     let text = controller.render() + &webhook.render();
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
