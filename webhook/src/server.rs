@@ -135,8 +135,13 @@ impl Limits {
     /// cap it bounds the data sent that the server holds unread. At least HTTP/2's initial
     /// 65,535 bytes.
     pub fn connection_window_bytes(&self) -> u32 {
-        let window = u64::from(self.max_concurrent_streams) * u64::from(self.stream_window_bytes);
+        let window = self.stream_windows_bytes();
         u32::try_from(window.clamp(HTTP2_INITIAL_WINDOW, HTTP2_MAX_WINDOW)).unwrap_or(u32::MAX >> 1)
+    }
+
+    /// Every stream's window of one connection, added up.
+    fn stream_windows_bytes(&self) -> u64 {
+        u64::from(self.max_concurrent_streams) * u64::from(self.stream_window_bytes)
     }
 
     /// What does not work together: a budget under what a body at the cap takes would refuse
@@ -156,8 +161,7 @@ impl Limits {
                 self.review_budget_bytes, self.max_body_bytes
             ));
         }
-        let window = u64::from(self.max_concurrent_streams) * u64::from(self.stream_window_bytes);
-        if self.stream_window_bytes == 0 || window > HTTP2_MAX_WINDOW {
+        if self.stream_window_bytes == 0 || self.stream_windows_bytes() > HTTP2_MAX_WINDOW {
             return Err(format!(
                 "the HTTP/2 stream window ({} bytes) times the stream cap ({}) must be from 1 \
                  to 2^31-1 bytes",
