@@ -1,5 +1,6 @@
 //! nova-controller: the Nova and NovaCompute reconcile pipelines and the pure renderers they use.
 
+pub mod bounded;
 pub mod clusters;
 pub mod leadership;
 pub mod metrics;
@@ -9,6 +10,7 @@ pub mod objects;
 pub mod offline;
 pub mod openstack;
 pub mod pipeline;
+pub mod progress;
 pub mod ratelimit;
 pub mod render;
 pub mod sensitive;

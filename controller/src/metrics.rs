@@ -2,8 +2,10 @@
 //! (`common-types.md` §3.4). Labels never carry object names of unbounded cardinality.
 
 use prometheus::{
-    HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
+
+use crate::progress::Progress;
 
 /// Which per-CR collector pair a terminal Job is counted in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +55,16 @@ pub struct Metrics {
     /// `nova_operator_nova_ready{nova,namespace}`: 1 while the Nova's Ready condition is True,
     /// as its last pass computed it (what "a Nova not Ready for 15 minutes" alerts on).
     pub nova_ready: IntGaugeVec,
+    /// The passes in flight, read at every scrape into the three gauges below.
+    pub progress: Progress,
+    /// `nova_operator_passes_in_flight`.
+    passes_in_flight: IntGauge,
+    /// `nova_operator_oldest_pass_in_flight_seconds`: 0 when none is in flight.
+    oldest_pass: Gauge,
+    /// `nova_operator_last_pass_finished_timestamp_seconds`: 0 before the first.
+    last_pass_finished: Gauge,
+    /// `nova_operator_pass_deadline_exceeded_total{kind}`: passes cut at their deadline.
+    pub pass_deadline_exceeded: IntCounterVec,
 }
 
 /// The per-CR collector pair of one kind of Job: a counter of terminal results and a histogram
@@ -177,6 +189,29 @@ impl Metrics {
             &["nova", "namespace"],
         )?;
         registry.register(Box::new(nova_ready.clone()))?;
+        let passes_in_flight = IntGauge::new(
+            "nova_operator_passes_in_flight",
+            "Reconcile passes running now, of both kinds.",
+        )?;
+        let oldest_pass = Gauge::new(
+            "nova_operator_oldest_pass_in_flight_seconds",
+            "How long the oldest reconcile pass in flight has run (0 when none is): a pass older than its deadline means a stalled loop.",
+        )?;
+        let last_pass_finished = Gauge::new(
+            "nova_operator_last_pass_finished_timestamp_seconds",
+            "When the last reconcile pass finished, in Unix seconds (0 before the first).",
+        )?;
+        let pass_deadline_exceeded = IntCounterVec::new(
+            Opts::new(
+                "nova_operator_pass_deadline_exceeded_total",
+                "Reconcile passes stopped at their deadline, by kind.",
+            ),
+            &["kind"],
+        )?;
+        registry.register(Box::new(passes_in_flight.clone()))?;
+        registry.register(Box::new(oldest_pass.clone()))?;
+        registry.register(Box::new(last_pass_finished.clone()))?;
+        registry.register(Box::new(pass_deadline_exceeded.clone()))?;
         Ok(Self {
             registry,
             reconcile_duration,
@@ -188,6 +223,11 @@ impl Metrics {
             db_sync,
             db_archive,
             nova_ready,
+            progress: Progress::default(),
+            passes_in_flight,
+            oldest_pass,
+            last_pass_finished,
+            pass_deadline_exceeded,
         })
     }
 
@@ -208,6 +248,16 @@ impl Metrics {
 
     /// The text exposition of every registered metric.
     pub fn render(&self) -> String {
+        let in_flight = i64::try_from(self.progress.in_flight()).unwrap_or(i64::MAX);
+        self.passes_in_flight.set(in_flight);
+        let oldest = self.progress.oldest().unwrap_or_default();
+        self.oldest_pass.set(oldest.as_secs_f64());
+        let finished = self
+            .progress
+            .last_finished()
+            .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok());
+        self.last_pass_finished
+            .set(finished.unwrap_or_default().as_secs_f64());
         let families = self.registry.gather();
         prometheus::TextEncoder::new()
             .encode_to_string(&families)

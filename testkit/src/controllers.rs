@@ -153,6 +153,7 @@ where
         concurrency: 2,
         instance: None,
         targets,
+        pass_deadline: nova_controller::pipeline::deadline::PASS_DEADLINE,
     };
     tokio::spawn(run(client, metrics.clone(), cluster, options));
     metrics

@@ -4,11 +4,13 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::get;
 use nova_controller::metrics::Metrics;
+use nova_controller::progress::Progress;
 
 /// Serves /metrics at `addr`.
 pub async fn serve_metrics(addr: SocketAddr, metrics: Metrics) {
@@ -16,10 +18,27 @@ pub async fn serve_metrics(addr: SocketAddr, metrics: Metrics) {
     serve(addr, app, "metrics").await;
 }
 
-/// Serves /healthz and /readyz at `addr`; ready once `ready` is set.
-pub async fn serve_health(addr: SocketAddr, ready: Arc<AtomicBool>) {
+/// Serves /healthz and /readyz at `addr`: live unless a pass has been in flight for
+/// `stall_after`; ready once `ready` is set.
+pub async fn serve_health(
+    addr: SocketAddr,
+    ready: Arc<AtomicBool>,
+    progress: Progress,
+    stall_after: Duration,
+) {
     let app = Router::new()
-        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/healthz",
+            get(move || async move {
+                match progress.stalled(stall_after) {
+                    None => (StatusCode::OK, "ok".to_owned()),
+                    Some(why) => {
+                        tracing::error!(%why, "liveness fails");
+                        (StatusCode::SERVICE_UNAVAILABLE, why)
+                    }
+                }
+            }),
+        )
         .route(
             "/readyz",
             get(move || async move {

@@ -74,6 +74,19 @@ pub struct Flags {
         default_value_t = 2
     )]
     pub max_concurrent_reconciles: u16,
+    /// How long one request to an API server may take, its whole answer included (a watch:
+    /// until it answers); a target cluster whose requests time out stops resolving until it
+    /// answers again.
+    #[arg(long, env = "NOVA_CONTROLLER_REQUEST_TIMEOUT_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub request_timeout_seconds: u64,
+    /// How long one reconcile pass may run before it is stopped and retried with back-off,
+    /// freeing its slot.
+    #[arg(long, env = "NOVA_CONTROLLER_PASS_DEADLINE_SECONDS", default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    pub pass_deadline_seconds: u64,
+    /// /healthz fails once a pass has been in flight this long (it should have been stopped at
+    /// its deadline: the loop is stuck, and the kubelet restarts the container).
+    #[arg(long, env = "NOVA_CONTROLLER_STALL_AFTER_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    pub stall_after_seconds: u64,
     /// Requests per second the API client may start on average (0 disables the limit). A
     /// converged or waiting CR costs no request at all (reads come from the watch caches);
     /// the limit bounds a runaway loop and the burst of a restart, when every CR is reconciled

@@ -3,11 +3,13 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use kube::client::ClientBuilder;
 use kube::{Api, Client, Config};
 use nova_api::v1alpha1::{Nova, NovaCompute};
+use nova_controller::bounded::RequestTimeoutLayer;
 use nova_controller::clusters::{ABANDON_AFTER, Fleet, KubeCluster, Registry};
 use nova_controller::metrics::Metrics;
 use nova_controller::ratelimit::RateLimitLayer;
@@ -21,6 +23,8 @@ use super::flags::{Flags, LogFormat};
 const LEASE_DURATION_SECONDS: u64 = 15;
 /// How long before expiry the holder renews.
 const LEASE_GRACE_SECONDS: u64 = 5;
+/// The longest one lease request may take: a renewal has the grace to land.
+const LEASE_REQUEST_TIMEOUT: Duration = Duration::from_secs(LEASE_GRACE_SECONDS);
 
 /// Runs both controllers until a shutdown is requested or the lead is lost.
 pub async fn run(flags: Flags) -> anyhow::Result<()> {
@@ -30,12 +34,19 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
         .map_err(|_| anyhow::anyhow!("installing the rustls crypto provider failed"))?;
 
     let config = config(&flags).await?;
+    let request_timeout = Duration::from_secs(flags.request_timeout_seconds);
     let client = ClientBuilder::try_from(config.clone())?
+        .with_layer(&RequestTimeoutLayer::new(request_timeout))
         .with_layer(&RateLimitLayer::new(flags.client_qps, flags.client_burst))
         .build();
     // Leader election has a client of its own, outside the rate limit: a renewal queued behind
-    // a burst of reconcile requests could miss its deadline and end the lead.
-    let lease_client = Client::try_from(config)?;
+    // a burst of reconcile requests could miss its deadline and end the lead. Its requests are
+    // bounded well inside the renewal window.
+    let lease_client = ClientBuilder::try_from(config)?
+        .with_layer(&RequestTimeoutLayer::new(
+            request_timeout.min(LEASE_REQUEST_TIMEOUT),
+        ))
+        .build();
     let scope = (!flags.namespace.is_empty()).then(|| flags.namespace.clone());
     probe_crds(&client, scope.as_deref()).await?;
     let metrics = Metrics::new().context("registering metrics")?;
@@ -47,6 +58,8 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
     tokio::spawn(admin::serve_health(
         flags.health_probe_bind_address,
         ready.clone(),
+        metrics.progress.clone(),
+        Duration::from_secs(flags.stall_after_seconds),
     ));
 
     // The caches start on every replica, so a standby is warm when it takes over; the
@@ -82,6 +95,7 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
             &flags.clusters_namespace,
             registry,
             ABANDON_AFTER,
+            request_timeout,
         )
     });
     if targets.is_none() {
@@ -94,12 +108,14 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
         concurrency: flags.max_concurrent_reconciles,
         instance: Some(hostname()),
         targets: targets.clone(),
+        pass_deadline: Duration::from_secs(flags.pass_deadline_seconds),
     };
     let pool_options = novacompute::controller::Options {
         scope,
         concurrency: flags.max_concurrent_reconciles,
         instance: Some(hostname()),
         targets: targets.clone(),
+        pass_deadline: Duration::from_secs(flags.pass_deadline_seconds),
     };
     let controllers = {
         let (client, metrics, cluster) = (client.clone(), metrics.clone(), cluster.clone());

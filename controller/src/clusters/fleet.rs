@@ -14,7 +14,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::channel::mpsc;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
+use kube::client::ClientBuilder;
 use kube::config::KubeConfigOptions;
 use kube::core::ApiResource;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -24,6 +26,7 @@ use tokio::task::{AbortHandle, JoinHandle};
 use super::kube_cluster::Target;
 use super::registration::{self, LABEL, Registration};
 use super::{CLUSTER_NOT_FOUND, Cluster, KubeCluster, Meta, Registry};
+use crate::bounded::{Answering, RequestTimeoutLayer};
 
 /// How long start-up waits for the clusters registered at that moment to engage before the
 /// controllers run (an unreachable one is left to engage later).
@@ -71,6 +74,7 @@ struct Follower {
 pub struct Fleet {
     registry: Registry,
     abandon_after: Duration,
+    request_timeout: Duration,
     clusters: Mutex<HashMap<String, Engagement>>,
     followers: Mutex<Vec<Follower>>,
     settled: tokio::sync::watch::Receiver<bool>,
@@ -80,17 +84,20 @@ impl Fleet {
     /// Watches the registration Secrets in `namespace` (through `client`, the management
     /// cluster) and engages each accepted one with the kinds of `registry`; a deleting CR
     /// whose cluster does not resolve for `abandon_after` abandons its remote children
-    /// ([`super::ABANDON_AFTER`] outside tests).
+    /// ([`super::ABANDON_AFTER`] outside tests); a target's requests are bounded by
+    /// `request_timeout`, and one that times out marks the cluster silent.
     pub fn start(
         client: Client,
         namespace: &str,
         registry: Registry,
         abandon_after: Duration,
+        request_timeout: Duration,
     ) -> Arc<Fleet> {
         let (settle, settled) = tokio::sync::watch::channel(false);
         let fleet = Arc::new(Fleet {
             registry,
             abandon_after,
+            request_timeout,
             clusters: Mutex::default(),
             followers: Mutex::default(),
             settled,
@@ -121,15 +128,22 @@ impl Fleet {
         let Some(handles) = clusters.get(name).and_then(|e| e.handles.as_ref()) else {
             return Err(CLUSTER_NOT_FOUND.to_owned());
         };
-        match handles {
-            Handles::ClusterWide(handle) => Ok(handle.clone()),
+        let handle = match handles {
+            Handles::ClusterWide(handle) => handle.clone(),
             Handles::Namespaced(handles) => match handles.get(namespace) {
-                Some(handle) => Ok(handle.clone()),
-                None => Err(format!(
-                    "cluster {name} is registered for namespaces {}, not {namespace}",
-                    handles.keys().cloned().collect::<Vec<_>>().join(",")
-                )),
+                Some(handle) => handle.clone(),
+                None => {
+                    return Err(format!(
+                        "cluster {name} is registered for namespaces {}, not {namespace}",
+                        handles.keys().cloned().collect::<Vec<_>>().join(",")
+                    ));
+                }
             },
+        };
+        // A silent cluster would hold a reconcile slot for a request timeout per request.
+        match handle.silent_since() {
+            Some(since) => Err(silent(name, since)),
+            None => Ok(handle),
         }
     }
 
@@ -251,7 +265,9 @@ impl Fleet {
     /// registration changed meanwhile.
     async fn engage(self: Arc<Self>, registration: Registration) {
         let name = registration.name.clone();
-        let (client, proxy) = match client_for(&registration).await {
+        let answering = Arc::new(Answering::default());
+        let clients = client_for(&registration, self.request_timeout, &answering).await;
+        let (client, proxy) = match clients {
             Ok(clients) => clients,
             Err(e) => {
                 tracing::warn!(cluster = %name, error = %e, "engaging the target cluster failed; it does not resolve");
@@ -260,6 +276,7 @@ impl Fleet {
         };
         let target = || Target {
             proxy: proxy.clone(),
+            answering: answering.clone(),
         };
         let handles = match &registration.namespaces {
             None => Handles::ClusterWide(
@@ -321,9 +338,20 @@ fn attach(name: &str, handles: &Handles, follower: &Follower) {
     }
 }
 
+/// The condition message of a target cluster that stopped answering at `since`.
+fn silent(name: &str, since: std::time::SystemTime) -> String {
+    let since = Timestamp::try_from(since).map_or_else(|_| "-".to_owned(), |t| t.to_string());
+    format!("cluster {name} does not answer: a request got no answer in time (since {since})")
+}
+
 /// The clients of a registration (its credentials were checked to be inline): the API
-/// client, and one without retries for what the service proxy carries.
-async fn client_for(registration: &Registration) -> Result<(Client, Client), String> {
+/// client, reporting to `answering`, and one without retries for what the service proxy
+/// carries; both bounded by `timeout`.
+async fn client_for(
+    registration: &Registration,
+    timeout: Duration,
+    answering: &Arc<Answering>,
+) -> Result<(Client, Client), String> {
     let config = Config::from_custom_kubeconfig(
         registration.kubeconfig.clone(),
         &KubeConfigOptions::default(),
@@ -332,6 +360,14 @@ async fn client_for(registration: &Registration) -> Result<(Client, Client), Str
     .map_err(|e| format!("loading the kubeconfig: {e}"))?;
     let mut proxy = config.clone();
     proxy.default_retry = false;
-    let build = |config| Client::try_from(config).map_err(|e| format!("building the client: {e}"));
-    Ok((build(config)?, build(proxy)?))
+    let bounded = RequestTimeoutLayer::new(timeout);
+    let build = |config, layer: &RequestTimeoutLayer| {
+        ClientBuilder::try_from(config)
+            .map(|builder| builder.with_layer(layer).build())
+            .map_err(|e| format!("building the client: {e}"))
+    };
+    Ok((
+        build(config, &bounded.clone().reporting(answering.clone()))?,
+        build(proxy, &bounded)?,
+    ))
 }

@@ -12,6 +12,7 @@
 pub mod backoff;
 pub mod capability;
 pub mod conditions;
+pub mod deadline;
 pub mod effects;
 pub mod engine;
 pub mod index;

@@ -16,8 +16,9 @@ use nova_api::labels::ownership;
 
 use super::Engine;
 use super::backoff::Backoff;
+use super::deadline::reconcile_within;
 use super::pass::Reconciled;
-use super::skeleton::{Context, error_policy, reconcile};
+use super::skeleton::{Context, error_policy};
 use super::superseded::Superseded;
 use crate::clusters::{Clusters, Fleet, KubeCluster, Meta};
 use crate::metrics::Metrics;
@@ -32,6 +33,8 @@ pub struct Options {
     pub instance: Option<String>,
     /// The registered target clusters; None when target clusters are disabled.
     pub targets: Option<Arc<Fleet>>,
+    /// How long one pass may run ([`super::deadline::PASS_DEADLINE`] by default).
+    pub pass_deadline: std::time::Duration,
 }
 
 /// The context of one kind's reconciles, its events reported as `controller`.
@@ -55,6 +58,7 @@ pub fn context<K: Reconciled>(
         superseded: Superseded::default(),
         shared,
         client: client.clone(),
+        pass_deadline: options.pass_deadline,
     })
 }
 
@@ -136,7 +140,7 @@ pub async fn run<K: Reconciled>(
         .with_config(controller::Config::default().concurrency(options.concurrency))
         .reconcile_on(triggers)
         .graceful_shutdown_on(shutdown)
-        .run(reconcile::<K>, error_policy::<K>, ctx)
+        .run(reconcile_within::<K>, error_policy::<K>, ctx)
         .for_each(|result| {
             let kind = kind.clone();
             async move {

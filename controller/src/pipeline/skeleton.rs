@@ -60,6 +60,8 @@ pub struct Context<K: Reconciled> {
     pub superseded: Superseded<K>,
     /// What the kind's controller shares with every pass.
     pub shared: Arc<K::Shared>,
+    /// How long a pass may run before it is stopped and retried.
+    pub pass_deadline: std::time::Duration,
 }
 
 /// A failed pass. Its text names the step, so one log line says where it failed.
@@ -83,6 +85,9 @@ pub enum ReconcileError {
     /// The remote sweep failed (the remote-children finalizer is kept).
     #[error("sweeping the remote children: {0}")]
     Sweep(#[source] ClusterError),
+    /// The pass did not finish within its deadline.
+    #[error("the pass did not finish within its deadline of {}s", .0.as_secs())]
+    Deadline(std::time::Duration),
     /// Both failed.
     #[error("{pipeline}; writing status: {status}")]
     Both {

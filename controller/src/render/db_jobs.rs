@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nova_api::effective::EffectiveDBArchive;
 use nova_api::labels::{self, COMPONENT};
 use nova_api::names::NovaNames;
+use nova_api::v1alpha1::MIGRATION_DEADLINE_SECONDS;
 use sha2::{Digest, Sha256};
 
 use super::db_scripts::{self, SHELL};
@@ -151,12 +152,20 @@ pub fn job(inputs: &PodInputs<'_>, which: DbJob) -> (Child, String) {
         },
         spec: Some(JobSpec {
             backoff_limit: Some(BACKOFF_LIMIT),
+            active_deadline_seconds: Some(migration_deadline(inputs)),
             template,
             ..Default::default()
         }),
         status: None,
     };
     (Child::new(&job), key)
+}
+
+/// The migration Jobs' deadline: spec.jobs.migrationDeadlineSeconds, or the default.
+fn migration_deadline(inputs: &PodInputs<'_>) -> i64 {
+    let jobs = inputs.spec.jobs.as_ref();
+    jobs.and_then(|j| j.migration_deadline_seconds)
+        .unwrap_or(MIGRATION_DEADLINE_SECONDS)
 }
 
 fn plain(name: &str, value: impl ToString) -> EnvVar {

@@ -1338,6 +1338,7 @@ mod tests {
                 tolerations: Some(Vec::new()),
                 affinity: Some(Affinity::default()),
             },
+            migration_deadline_seconds: None,
         });
         assert_eq!(job_placement(&spec), Placement::default());
     }

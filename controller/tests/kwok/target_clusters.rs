@@ -212,7 +212,13 @@ async fn novas_placed_on_a_registered_target_cluster() {
     provide_inputs(&target_client, &ns).await;
 
     let registry = Registry::default().register(nova::controller::kinds());
-    let fleet = Fleet::start(home_client.clone(), &clusters_ns, registry, WINDOW);
+    let fleet = Fleet::start(
+        home_client.clone(),
+        &clusters_ns,
+        registry,
+        WINDOW,
+        nova_controller::bounded::REQUEST_TIMEOUT,
+    );
     let mut remote_secrets = fleet.subscribe(&kube::core::ApiResource::erase::<Secret>(&()));
     let metrics = start_controller_placing(
         home_client.clone(),
@@ -520,7 +526,13 @@ async fn a_pool_placed_on_a_registered_target_cluster() {
     let registry = Registry::default()
         .register(nova::controller::kinds())
         .register(novacompute::controller::kinds());
-    let fleet = Fleet::start(home_client.clone(), &clusters_ns, registry, WINDOW);
+    let fleet = Fleet::start(
+        home_client.clone(),
+        &clusters_ns,
+        registry,
+        WINDOW,
+        nova_controller::bounded::REQUEST_TIMEOUT,
+    );
     fleet.settled().await;
     start_novacompute_placing(home_client.clone(), Registry::default(), Some(fleet)).await;
 
@@ -720,4 +732,141 @@ async fn a_pool_placed_on_a_registered_target_cluster() {
         .map(|e| e.series.map_or(1, |s| s.count))
         .sum();
     assert_eq!(reaped, 2, "one event per reaped mirror");
+}
+
+/// The request timeout of the silent-target drill: short, so the drill is quick.
+const DRILL_REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How long the Nova `name` takes to settle (its database synced, and every condition True
+/// but those [`SETTLED`] allows), since it was created at `created`.
+async fn settles(novas: &Api<Nova>, name: &str, created: Instant) -> Duration {
+    eventually(&format!("{name} settles"), || async move {
+        let nova = novas.get(name).await.expect("nova");
+        nova.reason(Nova::type_named("DatabaseReady")) == Some("DatabaseSynced")
+            && not_true(novas, name)
+                .await
+                .iter()
+                .all(|t| SETTLED.contains(&t.as_str()))
+    })
+    .await;
+    created.elapsed()
+}
+
+/// Injects: the target cluster's API server SIGSTOPped (connections open, nothing answers)
+/// while a Nova placed there must write a changed Deployment, and meanwhile a Nova at home
+/// is created; then SIGCONT.
+/// Asserts: the placed Nova's write times out, the target is marked silent and the Nova
+/// reports `TargetClusterUnavailable` ("does not answer") instead of holding a reconcile slot;
+/// the Nova at home settles meanwhile (its time is printed beside an undisturbed one's); after
+/// SIGCONT the target resolves again without a restart and the changed Deployment lands.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_silent_target_cluster_holds_no_slot_and_recovers() {
+    nova_testkit::logs::capture();
+    let home = ControlPlane::start()
+        .await
+        .expect("management control plane");
+    let target = ControlPlane::start().await.expect("target control plane");
+    let home_client = home.client().expect("client");
+    let target_client = target.client().expect("target client");
+    let ns = home.namespace("silent").await.expect("namespace");
+    let clusters_ns = home
+        .namespace("silent-clusters")
+        .await
+        .expect("clusters namespace");
+    namespace_on(&target_client, &ns).await;
+    provide_inputs(&target_client, &ns).await;
+    provide_inputs(&home_client, &ns).await;
+    let registry = Registry::default().register(nova::controller::kinds());
+    let fleet = Fleet::start(
+        home_client.clone(),
+        &clusters_ns,
+        registry,
+        WINDOW,
+        DRILL_REQUEST_TIMEOUT,
+    );
+    let kubeconfig = std::fs::read_to_string(target.kubeconfig_path()).expect("kubeconfig");
+    register(&home_client, &clusters_ns, "far", &kubeconfig, Some(&ns)).await;
+    fleet.settled().await;
+    start_controller_placing(
+        home_client.clone(),
+        &ns,
+        simulated_nova_api().await,
+        Some(fleet),
+    )
+    .await;
+    let novas: Api<Nova> = Api::namespaced(home_client.clone(), &ns);
+    let mut far = placed(&ns, "far");
+    far.metadata.name = Some("far".into());
+    novas
+        .create(&PostParams::default(), &far)
+        .await
+        .expect("create the placed Nova");
+    let mut near = example(&ns);
+    near.metadata.name = Some("near".into());
+    let created = Instant::now();
+    novas
+        .create(&PostParams::default(), &near)
+        .await
+        .expect("create a Nova at home");
+    let (_, undisturbed) = tokio::join!(
+        settles(&novas, "far", created),
+        settles(&novas, "near", created)
+    );
+
+    target
+        .pause_apiserver()
+        .expect("SIGSTOP the target's API server");
+    let paused = Instant::now();
+    let replicas = json!({"spec": {"api": {"deployment": {"replicas": 2}}}});
+    novas
+        .patch("far", &PatchParams::default(), &Patch::Merge(&replicas))
+        .await
+        .expect("scale the placed Nova's API");
+    let mut during = example(&ns);
+    during.metadata.name = Some("near-during".into());
+    let created = Instant::now();
+    novas
+        .create(&PostParams::default(), &during)
+        .await
+        .expect("create a Nova at home while the target is silent");
+    let message = wait_for_reason(&novas, "far", "TargetClusterUnavailable").await;
+    assert!(message.contains("cluster far does not answer"), "{message}");
+    let marked = paused.elapsed();
+    let disturbed = settles(&novas, "near-during", created).await;
+    println!(
+        "silent target: marked unavailable {marked:?} after SIGSTOP (request timeout {DRILL_REQUEST_TIMEOUT:?}); a Nova at home settled in {disturbed:?} meanwhile, {undisturbed:?} before"
+    );
+
+    let resumed = target
+        .resume_apiserver(Duration::from_secs(60))
+        .await
+        .expect("SIGCONT the target's API server");
+    let thawed = Instant::now();
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(target_client.clone(), &ns);
+    let deployments_ref = &deployments;
+    eventually("the scaled Deployment lands on the target", || async move {
+        deployments_ref
+            .get_opt("far")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|d| d.spec?.replicas)
+            == Some(2)
+    })
+    .await;
+    let novas_ref = &novas;
+    eventually("the placed Nova resolves again", || async move {
+        novas_ref
+            .get("far")
+            .await
+            .expect("far")
+            .reason(Nova::type_named("SecretsReady"))
+            != Some("TargetClusterUnavailable")
+    })
+    .await;
+    println!(
+        "silent target: ready {resumed:?} after SIGCONT; the placed Nova's change landed {:?} after that",
+        thawed.elapsed()
+    );
 }

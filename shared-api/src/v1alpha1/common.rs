@@ -424,7 +424,18 @@ pub struct JobSpec {
     /// Unset copies the API Deployment's placement (node affinity only); empty opts out.
     #[serde(flatten)]
     pub placement: NodePlacementSpec,
+    /// How long a migration Job (db-sync, and an upgrade's expand, migrate and contract) may
+    /// run before Kubernetes fails it (activeDeadlineSeconds), so a migration wedged on a lock
+    /// or an unreachable database ends instead of holding the Nova forever; 43200 (12 hours)
+    /// when unset, enough for a large database's online migrations. It applies to Jobs
+    /// created after the change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 60))]
+    pub migration_deadline_seconds: Option<i64>,
 }
+
+/// The deadline of a migration Job when spec.jobs.migrationDeadlineSeconds is unset.
+pub const MIGRATION_DEADLINE_SECONDS: i64 = 43_200;
 
 /// The oslo.log output format.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -35,6 +35,21 @@ impl ControlPlane {
         self.start_apiserver(timeout).await
     }
 
+    /// Freezes the API server (SIGSTOP): connections stay open and nothing answers, a true
+    /// black hole, until [`resume_apiserver`](Self::resume_apiserver).
+    pub fn pause_apiserver(&self) -> Result<()> {
+        self.signal_component(APISERVER, libc::SIGSTOP)
+    }
+
+    /// Thaws a paused API server (SIGCONT) and waits until it is ready; returns how long
+    /// that took.
+    pub async fn resume_apiserver(&self, timeout: Duration) -> Result<Duration> {
+        let started = Instant::now();
+        self.signal_component(APISERVER, libc::SIGCONT)?;
+        self.wait_for_readyz(timeout).await?;
+        Ok(started.elapsed())
+    }
+
     /// Freezes etcd (SIGSTOP): the API server's storage calls hang until
     /// [`resume_etcd`](Self::resume_etcd), as with a stalled disk or a paused VM.
     pub fn pause_etcd(&self) -> Result<()> {

@@ -44,6 +44,7 @@ use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::core::ApiResource;
 
+use crate::bounded::Answering;
 use crate::clusters::{Caching, ClusterError, Meta, SecretValues};
 use crate::openstack::{Direct, Proxied, Transport};
 use crate::sensitive::Sensitive;
@@ -74,12 +75,31 @@ pub(super) struct Target {
     /// 504: what the service proxy carries is a Service's answer (a Nova API down, a Keystone
     /// without endpoint), reported as it comes rather than retried for minutes.
     pub proxy: Client,
+    /// Whether the cluster answers the API client's requests.
+    pub answering: Arc<Answering>,
 }
 
 impl Drop for KubeCluster {
     fn drop(&mut self) {
         for task in &self.tasks {
             task.abort();
+        }
+    }
+}
+
+/// How often a silent cluster is asked whether it answers again.
+const SILENT_PROBE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// While the cluster is silent, asks it for its version every [`SILENT_PROBE_EVERY`]; the
+/// client's timeout layer clears the silence on the first answer.
+async fn probe_while_silent(client: Client, answering: Arc<Answering>) {
+    loop {
+        answering.fell_silent().await;
+        while answering.silent_since().is_some() {
+            tokio::time::sleep(SILENT_PROBE_EVERY).await;
+            if let Err(e) = client.apiserver_version().await {
+                tracing::debug!(error = %e, "a silent target cluster still does not answer");
+            }
         }
     }
 }
@@ -135,6 +155,10 @@ impl KubeCluster {
             let _ = tx.send(true);
         });
         tasks.push(waiter.abort_handle());
+        if let Some(target) = &target {
+            let probe = tokio::spawn(probe_while_silent(client.clone(), target.answering.clone()));
+            tasks.push(probe.abort_handle());
+        }
         // A target's Services are reached through its API server, never dialled.
         let transport: Arc<dyn Transport> = match &target {
             None => Arc::new(Direct::routed(registry.service_routes)),
@@ -158,6 +182,12 @@ impl KubeCluster {
     pub async fn synced(&self) {
         let mut synced = self.synced.clone();
         let _ = synced.wait_for(|done| *done).await;
+    }
+
+    /// Since when this target cluster has not answered, while it does not (never for the
+    /// management cluster).
+    pub fn silent_since(&self) -> Option<std::time::SystemTime> {
+        self.target.as_ref()?.answering.silent_since()
     }
 
     /// Whether a kind is registered and served.
