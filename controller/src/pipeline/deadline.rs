@@ -39,8 +39,7 @@ pub async fn reconcile_within<K: Reconciled>(
                 warning: true,
                 reason: PASS_DEADLINE_EXCEEDED,
                 note: format!(
-                    "the reconcile pass did not finish within {}s; it was stopped and is retried with back-off",
-                    deadline.as_secs()
+                    "the reconcile pass did not finish within {deadline:?}; it was stopped and is retried with back-off"
                 ),
             };
             // Published beside the retry, so the slot is free at once.

@@ -86,7 +86,7 @@ pub enum ReconcileError {
     #[error("sweeping the remote children: {0}")]
     Sweep(#[source] ClusterError),
     /// The pass did not finish within its deadline.
-    #[error("the pass did not finish within its deadline of {}s", .0.as_secs())]
+    #[error("the pass did not finish within its deadline of {0:?}")]
     Deadline(std::time::Duration),
     /// Both failed.
     #[error("{pipeline}; writing status: {status}")]

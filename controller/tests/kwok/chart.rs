@@ -678,6 +678,10 @@ fn exported_series() -> BTreeSet<String> {
         .openstack_requests
         .with_label_values(&["keystone", "201"])
         .inc();
+    controller
+        .pass_deadline_exceeded
+        .with_label_values(&["Nova"])
+        .inc();
     let webhook = nova_webhook::metrics::Metrics::new().expect("metrics");
     webhook.observe("x", "CREATE", "allowed", 0.0);
     webhook.rejected(nova_webhook::metrics::Rejected::Connection);

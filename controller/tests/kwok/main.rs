@@ -16,6 +16,7 @@ mod nova_lifecycle;
 mod nova_steady_state;
 mod nova_workloads;
 mod novacompute_pool;
+mod pass_deadline;
 mod replica;
 mod target_clusters;
 mod webhook_down;
