@@ -19,6 +19,7 @@ mod binaries;
 mod control_plane;
 mod crds;
 mod egress;
+pub mod fault_proxy;
 pub mod helm;
 pub mod http;
 pub mod images;
