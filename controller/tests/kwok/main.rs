@@ -9,6 +9,7 @@ mod chart;
 mod cluster_handle;
 mod fault_drills;
 mod leader_election;
+mod leadership_drills;
 mod nova_config;
 mod nova_credentials;
 mod nova_database;
