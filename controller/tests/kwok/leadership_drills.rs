@@ -43,6 +43,46 @@ async fn until_held_by(leases: &Api<Lease>, name: &str, identity: &str, timeout:
         .expect("the holder");
 }
 
+/// A Lease in a namespace of its own on the shared control plane, and where its replicas log.
+struct Election {
+    kubeconfig: PathBuf,
+    ns: String,
+    name: &'static str,
+    leases: Api<Lease>,
+    logs: tempfile::TempDir,
+}
+
+impl Election {
+    async fn new(prefix: &str, name: &'static str) -> Self {
+        let cp = nova_test_harness::shared().await.expect("control plane");
+        let ns = cp.namespace(prefix).await.expect("namespace");
+        Self {
+            kubeconfig: cp.kubeconfig_path().to_owned(),
+            leases: Api::namespaced(cp.client().expect("client"), &ns),
+            ns,
+            name,
+            logs: tempfile::tempdir().expect("log dir"),
+        }
+    }
+
+    /// Starts the replica `identity` with `env` added to its environment.
+    fn replica(&self, identity: &str, env: &[(&str, &str)]) -> Replica {
+        Replica::start_with_env(
+            identity,
+            &self.kubeconfig,
+            &self.ns,
+            (&self.ns, self.name),
+            self.logs.path(),
+            &["--clusters-namespace=".to_owned()],
+            env,
+        )
+    }
+
+    async fn until_held_by(&self, identity: &str, timeout: Duration) {
+        until_held_by(&self.leases, self.name, identity, timeout).await;
+    }
+}
+
 /// The libfaketime preload library of the `libfaketime` package
 /// (`tests/install-host-packages.sh` installs it).
 fn libfaketime() -> PathBuf {
@@ -75,31 +115,13 @@ fn first_logged_at(log: &Path) -> Option<Timestamp> {
 /// reports itself leader.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_standby_whose_clock_runs_ahead_never_takes_a_renewed_lease() {
-    const NAME: &str = "nova-operator-skew";
-    let cp = nova_test_harness::shared().await.expect("control plane");
-    let client = cp.client().expect("client");
-    let ns = cp.namespace("lease-skew").await.expect("namespace");
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
-    let logs = tempfile::tempdir().expect("log dir");
-    let extra = ["--clusters-namespace=".to_owned()];
-    let leader = Replica::start(
-        "leader",
-        cp.kubeconfig_path(),
-        &ns,
-        (&ns, NAME),
-        logs.path(),
-        &extra,
-    );
-    until_held_by(&leases, NAME, "leader", TIMEOUT).await;
+    let election = Election::new("lease-skew", "nova-operator-skew").await;
+    let leader = election.replica("leader", &[]);
+    election.until_held_by("leader", TIMEOUT).await;
 
     let preload = libfaketime();
-    let skewed = Replica::start_with_env(
+    let skewed = election.replica(
         "skewed",
-        cp.kubeconfig_path(),
-        &ns,
-        (&ns, NAME),
-        logs.path(),
-        &extra,
         &[
             ("LD_PRELOAD", preload.to_str().expect("path")),
             ("FAKETIME", "+30s"),
@@ -120,7 +142,7 @@ async fn a_standby_whose_clock_runs_ahead_never_takes_a_renewed_lease() {
     let sampled = Instant::now();
     let mut samples = 0;
     while sampled.elapsed() < 3 * LEASE_DURATION {
-        let seen = lease(&leases, NAME).await;
+        let seen = lease(&election.leases, election.name).await;
         assert_eq!(
             holder(&seen).as_deref(),
             Some("leader"),
@@ -154,43 +176,24 @@ async fn a_standby_whose_clock_runs_ahead_never_takes_a_renewed_lease() {
 /// saw); prints the measured gap from the signal to the standby's lead.
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_on_the_leader_hands_the_lease_to_the_standby() {
-    const NAME: &str = "nova-operator-handover";
-    let cp = nova_test_harness::shared().await.expect("control plane");
-    let client = cp.client().expect("client");
-    let ns = cp.namespace("lease-handover").await.expect("namespace");
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
-    let logs = tempfile::tempdir().expect("log dir");
-    let extra = ["--clusters-namespace=".to_owned()];
-    let leader = Replica::start(
-        "first",
-        cp.kubeconfig_path(),
-        &ns,
-        (&ns, NAME),
-        logs.path(),
-        &extra,
-    );
-    until_held_by(&leases, NAME, "first", TIMEOUT).await;
-    let standby = Replica::start(
-        "second",
-        cp.kubeconfig_path(),
-        &ns,
-        (&ns, NAME),
-        logs.path(),
-        &extra,
-    );
-    // The standby is up and looking at the Lease before the signal.
-    Wait::new("the standby's metrics", TIMEOUT)
+    let election = Election::new("lease-handover", "nova-operator-handover").await;
+    let leader = election.replica("first", &[]);
+    election.until_held_by("first", TIMEOUT).await;
+    let standby = election.replica("second", &[]);
+    // The standby looks at the Lease before the signal.
+    Wait::new("the standby to wait for leadership", TIMEOUT)
         .until(|| async {
-            tokio::net::TcpStream::connect(("127.0.0.1", standby.metrics))
-                .await
-                .is_ok()
+            std::fs::read_to_string(&standby.log)
+                .is_ok_and(|log| log.contains("waiting for leadership"))
         })
         .await
-        .expect("the standby serves its metrics");
+        .expect("the standby waits");
 
     let signalled = Instant::now();
     leader.signal("TERM");
-    until_held_by(&leases, NAME, "second", Duration::from_secs(5)).await;
+    election
+        .until_held_by("second", Duration::from_secs(5))
+        .await;
     let gap = signalled.elapsed();
     println!(
         "SIGTERM to the leader: the standby held the Lease {:.2}s later",
