@@ -175,12 +175,8 @@ impl Elector {
                 self.renewed(lease, sent);
                 Ok(true)
             }
-            Err(e)
-                if e.is_conflict()
-                    || matches!(&e, LeaseError::Api(kube::Error::Api(s)) if s.reason == "AlreadyExists") =>
-            {
-                Ok(false)
-            }
+            // 409: another replica wrote first, or created the Lease first (AlreadyExists).
+            Err(e) if e.is_conflict() => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -241,13 +237,15 @@ impl Elector {
                 let lease = timed(self.api.get_opt(name))
                     .await
                     .map_err(Renewal::Failed)?;
-                let holder = lease.as_ref().and_then(holder);
-                if holder.as_deref() != Some(self.settings.identity.as_str()) {
-                    return Err(Renewal::Lost(holder));
+                match lease {
+                    Some(lease)
+                        if holder(&lease).as_deref() == Some(self.settings.identity.as_str()) =>
+                    {
+                        self.observed = Some(Observed::read(None, lease, Instant::now()));
+                        Err(Renewal::Failed(e))
+                    }
+                    other => Err(Renewal::Lost(other.as_ref().and_then(holder))),
                 }
-                let lease = lease.expect("a holder comes from a Lease");
-                self.observed = Some(Observed::read(None, lease, Instant::now()));
-                Err(Renewal::Failed(e))
             }
             Err(e) => Err(Renewal::Failed(e)),
         }
