@@ -27,9 +27,10 @@ needs() { case " $tiers " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 # What the tiers need beyond cargo.
 if needs kwok || needs real; then
   command -v go >/dev/null || { echo "go is required to build the test control plane" >&2; exit 1; }
+  # The kwok tier's clock-skew drill runs a replica under libfaketime.
+  step tests/install-host-packages.sh
 fi
 if needs real; then
-  step tests/install-host-packages.sh
   images_log=$(mktemp)
   step tests/build-images.sh >"$images_log" 2>&1 &
   images=$!

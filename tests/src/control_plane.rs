@@ -19,6 +19,17 @@ use crate::{Error, Result, binaries, crds, egress, io_err, kube_err, kwok, pki};
 
 mod faults;
 
+/// The audit policy of [`Options::audit_log`]: who wrote what, without bodies; reads are not
+/// logged.
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted, Panic]
+rules:
+  - level: Metadata
+    verbs: [create, update, patch, delete, deletecollection]
+  - level: None
+";
+
 /// The Service CIDR (`--service-cluster-ip-range`); pods on the real node route only it and
 /// the pod subnet.
 pub(crate) const SERVICE_CIDR: &str = "10.96.0.0/24";
@@ -57,6 +68,10 @@ pub struct Options {
     /// kwok node is tainted so only pods that tolerate it land there. Needs root and the
     /// binaries of `tests/build-node.sh`; waits for the machine-wide node lock.
     pub real_node: bool,
+    /// Have the API server write an audit log of every write request (create, update, patch,
+    /// delete; metadata level, at ResponseComplete) to [`ControlPlane::audit_log_path`]: for
+    /// a drill that asks who wrote what when. Off by default: the file grows with every write.
+    pub audit_log: bool,
 }
 
 impl Default for Options {
@@ -68,6 +83,7 @@ impl Default for Options {
             lifetime: Lifetime::TiedToParent,
             timeout: Duration::from_secs(120),
             real_node: false,
+            audit_log: false,
         }
     }
 }
@@ -100,6 +116,7 @@ pub struct ControlPlane {
     components: Mutex<Vec<Component>>,
     crds: Vec<String>,
     timings: StartupTimings,
+    audit_log: Option<PathBuf>,
     detached: bool,
     failed: bool,
 }
@@ -187,6 +204,7 @@ impl ControlPlane {
             components: Mutex::new(Vec::new()),
             crds: Vec::new(),
             timings: StartupTimings::default(),
+            audit_log: None,
             detached: false,
             failed: false,
         };
@@ -293,6 +311,18 @@ impl ControlPlane {
         } else {
             // Nothing could reach an endpoint; the `kubernetes` Service stays empty.
             apiserver_args.push("--endpoint-reconciler-type=none".into());
+        }
+        if options.audit_log {
+            let (policy, log) = (dir.join("audit-policy.yaml"), log_dir.join("audit.log"));
+            std::fs::write(&policy, AUDIT_POLICY)
+                .map_err(io_err(format!("writing {}", policy.display())))?;
+            apiserver_args.extend([
+                format!("--audit-policy-file={}", path(&policy)),
+                format!("--audit-log-path={}", path(&log)),
+                "--audit-log-format=json".into(),
+                "--audit-log-mode=blocking".into(),
+            ]);
+            self.audit_log = Some(log);
         }
         if options.lifetime == Lifetime::TiedToParent {
             // The guard lives in this process; a detached control plane outlives it.
@@ -585,6 +615,11 @@ impl ControlPlane {
     /// The CA itself, for components that need a certificate of their own (the kubelet).
     pub(crate) fn ca(&self) -> Option<&nova_certs::CertificateAuthority> {
         self.ca.as_ref()
+    }
+
+    /// The API server's audit log (JSON lines), when [`Options::audit_log`] asked for one.
+    pub fn audit_log_path(&self) -> Option<&Path> {
+        self.audit_log.as_deref()
     }
 
     /// Whether this control plane runs the real node.

@@ -11,20 +11,20 @@ use kube::{Api, Client, Config};
 use nova_api::v1alpha1::{Nova, NovaCompute};
 use nova_controller::bounded::RequestTimeoutLayer;
 use nova_controller::clusters::{ABANDON_AFTER, Fleet, KubeCluster, Registry};
+use nova_controller::leadership::{self, Fence, FenceLayer};
 use nova_controller::metrics::Metrics;
 use nova_controller::ratelimit::RateLimitLayer;
-use nova_controller::{leadership, nova, novacompute};
+use nova_controller::{nova, novacompute};
 use tokio::sync::watch;
 
 use super::admin;
 use super::flags::{Flags, LogFormat};
 
-/// The lease is renewed well inside this window; a standby takes over once it lapses.
-const LEASE_DURATION_SECONDS: u64 = 15;
-/// How long before expiry the holder renews.
-const LEASE_GRACE_SECONDS: u64 = 5;
-/// The longest one lease request may take: a renewal has the grace to land.
-const LEASE_REQUEST_TIMEOUT: Duration = Duration::from_secs(LEASE_GRACE_SECONDS);
+/// How long a shutdown waits for in-flight reconciles before the lease is handed back (inside
+/// the pod's default 30 s grace period).
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
+/// The longest one lease request may take (the lease loop bounds its own calls the same way).
+const LEASE_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs both controllers until a shutdown is requested or the lead is lost.
 pub async fn run(flags: Flags) -> anyhow::Result<()> {
@@ -33,11 +33,19 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
         .install_default()
         .map_err(|_| anyhow::anyhow!("installing the rustls crypto provider failed"))?;
 
-    let config = config(&flags).await?;
     let request_timeout = Duration::from_secs(flags.request_timeout_seconds);
+    let mut config = config(&flags).await?;
+    // The API server's audit log tells which replica sent a request.
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_str(&user_agent())?,
+    ));
+    // Under leader election every write passes the fence, open only while this replica leads.
+    let fence = Fence::default();
     let client = ClientBuilder::try_from(config.clone())?
         .with_layer(&RequestTimeoutLayer::new(request_timeout))
         .with_layer(&RateLimitLayer::new(flags.client_qps, flags.client_burst))
+        .with_layer(&FenceLayer(flags.leader_elect.then(|| fence.clone())))
         .build();
     // Leader election has a client of its own, outside the rate limit: a renewal queued behind
     // a burst of reconcile requests could miss its deadline and end the lead. Its requests are
@@ -144,77 +152,68 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
         controllers.await;
         return Ok(());
     }
-    lead(&flags, lease_client, &metrics, controllers, stop_rx).await
+    lead(&flags, lease_client, fence, &metrics, controllers, stop_rx).await
 }
 
-/// Runs `controllers` once this replica holds the lease; ends when they stop, when the lead is
-/// lost or about to lapse, or when a shutdown comes first (handing the lease back).
+/// Runs `controllers` once this replica holds the lease; ends when they stop after a shutdown
+/// (handing the lease back) or when the lead ends (the fence already closed).
 async fn lead(
     flags: &Flags,
     lease_client: Client,
+    fence: Fence,
     metrics: &Metrics,
     controllers: impl Future<Output = ()>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    // One namespace and identity for the lease manager and the renewal deadline it is held to.
-    let (lease_ns, identity) = (lease_namespace(flags), hostname());
-    let manager = kube_lease_manager::LeaseManagerBuilder::new(
-        lease_client.clone(),
-        &flags.leader_election_id,
-    )
-    .with_namespace(&lease_ns)
-    .with_identity(&identity)
-    .with_duration(LEASE_DURATION_SECONDS)
-    .with_grace(LEASE_GRACE_SECONDS)
-    .build()
-    .await
-    .context("building the leader-election lease manager")?;
-    let (mut leading, lease_task) = manager.watch().await;
+    let settings = leadership::Settings {
+        namespace: lease_namespace(flags),
+        name: flags.leader_election_id.clone(),
+        identity: hostname(),
+    };
+    let mut elector = leadership::Elector::new(lease_client, settings, fence);
     tracing::info!(lease = %flags.leader_election_id, "waiting for leadership");
-    loop {
-        tokio::select! {
-            changed = leading.changed() => changed.context("the lease manager stopped")?,
-            _ = stop.changed() => return release(leading, lease_task).await,
-        }
-        if *leading.borrow_and_update() {
-            break;
+    tokio::select! {
+        () = elector.acquire() => {}
+        () = stopped(stop.clone()) => {
+            // An acquisition cut short may have landed: hand back what this replica holds.
+            elector.release().await;
+            return Ok(());
         }
     }
     tracing::info!("acquired leadership; reconciling");
     metrics.leader.set(1);
-    let lost = async move {
-        while leading.changed().await.is_ok() {
-            if !*leading.borrow_and_update() {
-                break;
-            }
-        }
-        leading
-    };
-    // The lease manager keeps reporting the lead while its renewals fail: stop before the
-    // lease can lapse instead (see `leadership`).
-    let lapsing = leadership::lapsing(
-        lease_client,
-        &lease_ns,
-        &flags.leader_election_id,
-        &identity,
-        std::time::Duration::from_secs(LEASE_DURATION_SECONDS),
-    );
     tokio::select! {
-        _ = controllers => {
+        () = drained(controllers, stop) => {
             tracing::info!("controllers stopped");
+            elector.release().await;
+            metrics.leader.set(0);
             Ok(())
         }
-        _ = lost => {
-            // Another replica may already reconcile: stop at once rather than race it.
-            metrics.leader.set(0);
-            anyhow::bail!("lost the leader-election lease; exiting so a standby takes over")
-        }
-        why = lapsing => {
+        why = elector.hold() => {
+            // Another replica may take the lease from now on: stop at once rather than race it.
             metrics.leader.set(0);
             anyhow::bail!(
-                "stopped leading before the lease could lapse ({why:?}: it was not renewed in time or another replica holds it); exiting so a standby takes over"
+                "stopped leading ({why:?}: the lease was not renewed within its deadline, or another replica holds it); exiting so a standby takes over"
             )
         }
+    }
+}
+
+/// Resolves once `controllers` stopped: on their own, or after a shutdown request, within
+/// [`DRAIN_TIMEOUT`] (the fence keeps back any write of a reconcile still running then).
+async fn drained(controllers: impl Future<Output = ()>, stop: watch::Receiver<bool>) {
+    let mut controllers = std::pin::pin!(controllers);
+    tokio::select! {
+        () = &mut controllers => return,
+        () = stopped(stop) => {}
+    }
+    if tokio::time::timeout(DRAIN_TIMEOUT, controllers)
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "reconciles still ran {DRAIN_TIMEOUT:?} after the shutdown request; handing the lease back without waiting for them"
+        );
     }
 }
 
@@ -225,18 +224,6 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
             return;
         }
     }
-}
-
-/// Hands the lease back so a standby takes over without waiting for it to lapse.
-async fn release(
-    leading: watch::Receiver<bool>,
-    task: tokio::task::JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>,
-) -> anyhow::Result<()> {
-    drop(leading);
-    if let Ok(Ok(manager)) = task.await {
-        manager.release().await.context("releasing the lease")?;
-    }
-    Ok(())
 }
 
 fn init_logging(format: LogFormat) {
@@ -303,6 +290,15 @@ fn lease_namespace(flags: &Flags) -> String {
     std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
         .map(|ns| ns.trim().to_owned())
         .unwrap_or_else(|_| "default".to_owned())
+}
+
+/// `nova-controller/<version> (<identity>)`.
+fn user_agent() -> String {
+    format!(
+        "nova-controller/{} ({})",
+        env!("CARGO_PKG_VERSION"),
+        hostname()
+    )
 }
 
 fn hostname() -> String {

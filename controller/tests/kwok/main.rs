@@ -2,13 +2,14 @@
 //! kwok playing the nodes. Most tests share the binary's one control plane
 //! (`testkit::shared()`), each in namespaces of its own, and run in parallel. Those that read
 //! the API server's whole-server request counters (`nova_steady_state`, `novacompute_pool`),
-//! kill or freeze it (`fault_drills`) or need a second cluster (`target_clusters`) start a
-//! control plane of their own beside it.
+//! kill or freeze it (`fault_drills`), read its audit log (`leadership_drills`) or need a second
+//! cluster (`target_clusters`) start a control plane of their own beside it.
 
 mod chart;
 mod cluster_handle;
 mod fault_drills;
 mod leader_election;
+mod leadership_drills;
 mod nova_config;
 mod nova_credentials;
 mod nova_database;

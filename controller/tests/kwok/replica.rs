@@ -32,9 +32,22 @@ impl Replica {
         identity: &str,
         kubeconfig: &Path,
         scope: &str,
+        lease: (&str, &str),
+        dir: &Path,
+        extra: &[String],
+    ) -> Self {
+        Self::start_with_env(identity, kubeconfig, scope, lease, dir, extra, &[])
+    }
+
+    /// Like [`start`](Self::start), with `env` added to the process's environment.
+    pub fn start_with_env(
+        identity: &str,
+        kubeconfig: &Path,
+        scope: &str,
         (lease_namespace, lease): (&str, &str),
         dir: &Path,
         extra: &[String],
+        env: &[(&str, &str)],
     ) -> Self {
         let metrics = free_port();
         let log = dir.join(format!("{identity}.log"));
@@ -55,6 +68,7 @@ impl Replica {
             ])
             .args(extra)
             .env("POD_NAME", identity)
+            .envs(env.iter().copied())
             .env("RUST_LOG", "debug")
             .stdout(Stdio::from(file.try_clone().expect("log file")))
             .stderr(Stdio::from(file))
@@ -72,6 +86,30 @@ impl Replica {
     /// The value of one un-labelled or summed metric of this replica, 0 when absent.
     pub async fn metric(&self, name: &str) -> f64 {
         metric(self.metrics, name).await
+    }
+
+    /// Sends `signal` (`kill`'s name for it: `STOP`, `CONT`, `TERM`) to the replica.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.id().expect("the replica runs");
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(pid.to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -{signal} {pid}: {status}");
+    }
+
+    /// Waits up to `timeout` for the replica to exit by itself; returns how it exited and
+    /// everything it logged.
+    pub async fn exit(
+        mut self,
+        timeout: std::time::Duration,
+    ) -> (std::process::ExitStatus, String) {
+        let status = tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{} still runs after {timeout:?}", self.identity))
+            .expect("wait for the replica");
+        (status, std::fs::read_to_string(&self.log).expect("log"))
     }
 
     /// SIGKILLs the replica (it cannot release its lease) and returns everything it logged.
