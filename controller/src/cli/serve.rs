@@ -42,7 +42,12 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
     ));
     // Under leader election every write passes the fence, open only while this replica leads.
     let fence = Fence::default();
-    let client = ClientBuilder::try_from(config.clone())?
+    // kube's own retries of 429, 503 and 504 run beneath every layer added here, so a retry
+    // would go out unfenced, after the lead ended (the frozen-leader drill caught one). Off:
+    // a failed pass is retried under the back-off, through the fence.
+    let mut reconcile_config = config.clone();
+    reconcile_config.default_retry = !flags.leader_elect;
+    let client = ClientBuilder::try_from(reconcile_config)?
         .with_layer(&RequestTimeoutLayer::new(request_timeout))
         .with_layer(&RateLimitLayer::new(flags.client_qps, flags.client_burst))
         .with_layer(&FenceLayer(flags.leader_elect.then(|| fence.clone())))
