@@ -275,6 +275,18 @@ async fn pods_on(client: &Client, ns: &str, pool: &str, node: &str) -> (Vec<Stri
     (names(of_pool.items), names(played.items))
 }
 
+/// The compute service Nova registers on `host`, as the pool's service user lists it.
+async fn service_of(
+    view: &os_client::Client,
+    host: &str,
+) -> Option<os_client::nova::ComputeService> {
+    view.compute_services()
+        .await
+        .expect("services")
+        .into_iter()
+        .find(|s| s.host == host)
+}
+
 /// How many Services steps the NovaCompute controller has run.
 fn services_passes(metrics: &Metrics) -> u64 {
     metrics
@@ -688,12 +700,8 @@ async fn a_relabelled_node_with_servers_drains_and_is_released(s: &Suite) {
         Some(("True".into(), "Draining".into()))
     );
     let reason = format!("c5c3.io: leaving NovaCompute {ns}/{ZONED_POOL}");
-    let service = view
-        .compute_services()
+    let service = service_of(view, DRAINED)
         .await
-        .expect("services")
-        .into_iter()
-        .find(|s| s.host == DRAINED)
         .expect("the drained node's service");
     assert_eq!(
         (service.status.as_str(), service.disabled_reason.as_str()),
@@ -815,13 +823,8 @@ async fn assert_back_disabled(s: &Suite, node: &str, reason: &str) {
             && message.contains("the pool never enables a service"),
         "{message}"
     );
-    let service = s
-        .view
-        .compute_services()
+    let service = service_of(&s.view, node)
         .await
-        .expect("services")
-        .into_iter()
-        .find(|svc| svc.host == node)
         .expect("the service is still registered");
     assert_eq!(
         (service.status.as_str(), service.disabled_reason.as_str()),
@@ -878,15 +881,7 @@ async fn a_node_with_a_server_flaps_and_returns_with_its_service_disabled(s: &Su
     assert_eq!(times(&events, "ComputeServiceDeleted"), 1, "{events:?}");
 
     // Its admin enables the service: the condition clears at the next pass.
-    let id = s
-        .view
-        .compute_services()
-        .await
-        .expect("services")
-        .into_iter()
-        .find(|svc| svc.host == node)
-        .expect("the service")
-        .id;
+    let id = service_of(&s.view, node).await.expect("the service").id;
     let enabled = s
         .admin
         .call(

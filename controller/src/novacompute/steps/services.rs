@@ -642,6 +642,16 @@ mod tests {
         format!(r#"{{"services": [{}]}}"#, services.join(","))
     }
 
+    /// A fake Nova listing `services`.
+    fn listed(services: &[String]) -> Fake {
+        Fake::new().answer("GET", SERVICES, 200, &listing(services))
+    }
+
+    /// The path of the server count on `host`.
+    fn count(host: &str) -> String {
+        format!("/v2.1/servers?all_tenants=1&host={host}")
+    }
+
     fn registered(name: &str, phase: NodePhase) -> NovaComputeNodeStatus {
         NovaComputeNodeStatus {
             service_id: Some(format!("id-{name}")),
@@ -1004,24 +1014,14 @@ mod tests {
     /// disable kept), the walk stops before any delete, and ServicesReady names why.
     #[tokio::test]
     async fn a_down_cell_keeps_the_node_draining_and_says_why() {
-        let fake = Fake::new()
-            .answer(
-                "GET",
-                SERVICES,
-                200,
-                &listing(&[
-                    service("a", "enabled", "up"),
-                    service("b", "disabled", "down"),
-                ]),
-            )
-            .answer("PUT", "/v2.1/os-services/id-a", 200, "{}")
-            .answer(
-                "GET",
-                "/v2.1/servers?all_tenants=1&host=a",
-                200,
-                r#"{"servers": [{"id": "s-1", "status": "UNKNOWN"}]}"#,
-            )
-            .answer("DELETE", "/v2.1/os-services/id-b", 204, "");
+        let down_cell = r#"{"servers": [{"id": "s-1", "status": "UNKNOWN"}]}"#;
+        let fake = listed(&[
+            service("a", "enabled", "up"),
+            service("b", "disabled", "down"),
+        ])
+        .answer("PUT", "/v2.1/os-services/id-a", 200, "{}")
+        .answer("GET", &count("a"), 200, down_cell)
+        .answer("DELETE", "/v2.1/os-services/id-b", 204, "");
         let nodes = [
             registered("a", NodePhase::Draining),
             registered("b", NodePhase::Releasing),
@@ -1032,7 +1032,7 @@ mod tests {
             [
                 format!("GET {SERVICES}"),
                 "PUT /v2.1/os-services/id-a".to_owned(),
-                "GET /v2.1/servers?all_tenants=1&host=a".to_owned(),
+                format!("GET {}", count("a")),
             ]
         );
         assert_eq!(
@@ -1064,11 +1064,11 @@ mod tests {
     #[tokio::test]
     async fn a_failing_read_plans_no_delete() {
         use crate::openstack::TransportError;
-        const COUNT: &str = "/v2.1/servers?all_tenants=1&host=a";
-        let listed = listing(&[
+        let count_a = count("a");
+        let services = [
             service("a", "disabled", "up"),
             service("b", "disabled", "down"),
-        ]);
+        ];
         let failures: [(&str, Option<TransportError>, u16, &str); 5] = [
             ("HTTP 500", None, 500, "db down"),
             ("HTTP 503", None, 503, "restarting"),
@@ -1091,14 +1091,14 @@ mod tests {
             registered("b", NodePhase::Releasing),
         ];
         for (what, transport, status, body) in failures {
-            for read in [SERVICES, COUNT] {
+            for read in [SERVICES, count_a.as_str()] {
                 let fail = |fake: Fake| match &transport {
                     Some(e) => fake.fail("GET", read, e.clone()),
                     None => fake.answer("GET", read, status, body),
                 };
                 let fake = match read {
                     SERVICES => fail(Fake::new()),
-                    _ => fail(Fake::new().answer("GET", SERVICES, 200, &listed)),
+                    _ => fail(listed(&services)),
                 }
                 .answer("DELETE", "/v2.1/os-services/id-b", 204, "");
                 let w = run(&fake, &nodes, &[], &[]).await;
@@ -1134,16 +1134,11 @@ mod tests {
                 r#"{{"id": "id-{host}", "host": "{host}", "status": "disabled", "state": "up", "disabled_reason": "{reason}"}}"#
             )
         };
-        let fake = Fake::new().answer(
-            "GET",
-            SERVICES,
-            200,
-            &listing(&[
-                disabled("a", "c5c3.io: leaving NovaCompute ns/pool-a"),
-                disabled("b", "maintenance"),
-                service("c", "enabled", "up"),
-            ]),
-        );
+        let fake = listed(&[
+            disabled("a", "c5c3.io: leaving NovaCompute ns/pool-a"),
+            disabled("b", "maintenance"),
+            service("c", "enabled", "up"),
+        ]);
         let nodes = [
             registered("a", NodePhase::Active),
             registered("b", NodePhase::Active),
@@ -1180,12 +1175,7 @@ mod tests {
             "b's was disabled by someone else, for their own reason"
         );
 
-        let enabled = Fake::new().answer(
-            "GET",
-            SERVICES,
-            200,
-            &listing(&[service("a", "enabled", "up")]),
-        );
+        let enabled = listed(&[service("a", "enabled", "up")]);
         let w = run(&enabled, &[w.nodes[0].clone()], &[], &[]).await;
         assert_eq!(
             report(&w, None).reason,
