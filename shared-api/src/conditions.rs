@@ -108,7 +108,7 @@ spelled_enum! {
         WaitingForAggregate,
         // NovaCompute: ServicesReady.
         ServicesUp, Draining, WaitingForServices, WaitingForHostMapping, HostDiscoveryError,
-        ServicesDown, PodListError,
+        ServicesDown, ServicesDisabled, PodListError,
         // NovaCompute: TraitsReady.
         NoTraitsDeclared, TraitsApplied, HypervisorOperatorNotInstalled, HypervisorsForbidden,
         NodesWithoutHypervisor, WaitingForHypervisorOperator, HypervisorError,
@@ -324,6 +324,7 @@ impl NovaComputeConditionType {
                     R::WaitingForHostMapping,
                     R::HostDiscoveryError,
                     R::ServicesDown,
+                    R::ServicesDisabled,
                     R::ComputeAPIError,
                     R::PodListError,
                     R::TargetClusterUnavailable,

@@ -109,6 +109,11 @@ pub enum OpenStackError {
     /// A cell did not answer the service listing.
     #[error("the cell of host {0} did not answer, so the service list is incomplete")]
     CellDown(String),
+    /// A cell did not answer the server listing: the host's servers cannot be counted.
+    #[error(
+        "a cell did not answer (Nova listed a server with status UNKNOWN), so the servers on host {0} cannot be counted"
+    )]
+    ServersUncountable(String),
     /// The hypervisor list kept paging.
     #[error("the hypervisor list did not end after 100 pages")]
     EndlessHypervisors,

@@ -12,8 +12,11 @@ use super::{Api, Client, OpenStackError, decode, segment};
 
 /// The default microversion: the first that addresses services by UUID.
 pub const DEFAULT_VERSION: &str = "2.53";
-/// The service listing's: a cell that did not answer shows as status `UNKNOWN`.
-pub const SERVICES_VERSION: &str = "2.69";
+/// The first microversion at which a cell that did not answer shows in a listing as records
+/// with status `UNKNOWN` (below it, Nova's default `[api] list_records_by_skipping_down_cells`
+/// leaves that cell's records out without a word): the service listing's and the server
+/// count's.
+pub const DOWN_CELLS_VERSION: &str = "2.69";
 /// The hypervisor listing's: entries carry `service.host` and unmapped hosts are left out.
 pub const HYPERVISORS_VERSION: &str = "2.88";
 /// The page size of the hypervisor listing.
@@ -105,7 +108,13 @@ struct HypervisorService {
 #[derive(Deserialize)]
 struct Servers {
     #[serde(default)]
-    servers: Vec<serde_json::Value>,
+    servers: Vec<ServerEntry>,
+}
+
+#[derive(Deserialize)]
+struct ServerEntry {
+    #[serde(default)]
+    status: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -165,7 +174,7 @@ impl Client {
         let path = "/v2.1/os-services?binary=nova-compute";
         let response = self
             .expect(
-                Api::Compute(SERVICES_VERSION),
+                Api::Compute(DOWN_CELLS_VERSION),
                 Method::GET,
                 path,
                 None,
@@ -254,13 +263,29 @@ impl Client {
         }
     }
 
-    /// The servers of every project on `host` (one page: only zero versus some matters).
+    /// The servers of every project on `host` (one page: only zero versus some matters), asked
+    /// at 2.69 so a cell that did not answer shows instead of reading as no server. Nova cannot
+    /// filter a down cell's servers by host, so any `UNKNOWN` record fails the count: whether
+    /// the host still carries servers cannot be told, and "none" would release it.
     pub async fn count_servers(&self, host: &str) -> Result<usize, OpenStackError> {
         let path = format!("/v2.1/servers?all_tenants=1&host={}", segment(host));
         let response = self
-            .expect(COMPUTE, Method::GET, &path, None, &[200])
+            .expect(
+                Api::Compute(DOWN_CELLS_VERSION),
+                Method::GET,
+                &path,
+                None,
+                &[200],
+            )
             .await?;
         let servers: Servers = decode("GET", &path, &response)?;
+        if servers
+            .servers
+            .iter()
+            .any(|s| s.status.as_deref() == Some("UNKNOWN"))
+        {
+            return Err(OpenStackError::ServersUncountable(host.to_owned()));
+        }
         Ok(servers.servers.len())
     }
 
@@ -460,6 +485,45 @@ mod tests {
             "DELETE /v2.1/os-services/u-4: HTTP 403: policy"
         );
         assert_eq!(c.count_servers("node-a").await, Ok(2));
+        let count = fake
+            .requests()
+            .into_iter()
+            .find(|r| r.url.contains("/servers?"))
+            .expect("the count");
+        assert_eq!(
+            (
+                count.header("X-OpenStack-Nova-API-Version"),
+                count.header("OpenStack-API-Version")
+            ),
+            (Some("2.69"), Some("compute 2.69")),
+            "asked at 2.69, so a down cell cannot pass for no server"
+        );
+    }
+
+    /// Injects a server listing holding Nova's minimal record of a down cell's server (status
+    /// UNKNOWN, beside a real one and alone); asserts the count fails naming the host rather
+    /// than reading the host as empty.
+    #[tokio::test]
+    async fn a_down_cell_makes_the_server_count_fail_rather_than_read_zero() {
+        for listed in [
+            r#"{"servers": [{"id": "s-1", "status": "ACTIVE"}, {"id": "s-2", "status": "UNKNOWN", "links": []}]}"#,
+            r#"{"servers": [{"id": "s-2", "status": "UNKNOWN"}]}"#,
+        ] {
+            let fake = Fake::new().answer(
+                "GET",
+                "/v2.1/servers?all_tenants=1&host=node-a",
+                200,
+                listed,
+            );
+            assert_eq!(
+                client(&fake, None)
+                    .count_servers("node-a")
+                    .await
+                    .expect_err("uncountable")
+                    .to_string(),
+                "a cell did not answer (Nova listed a server with status UNKNOWN), so the servers on host node-a cannot be counted"
+            );
+        }
     }
 
     #[tokio::test]

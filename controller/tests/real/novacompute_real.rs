@@ -21,7 +21,13 @@
 //!    harness answer nova's image and port lookups) keep it when it is relabelled: its service
 //!    is disabled once, its servers are counted, its pod stays while it drains; once they are
 //!    deleted it is released and its service deleted after its pod is gone.
-//! 4. Deleting the zoned pool releases the other two and deletes every aggregate once Nova
+//! 4. A node carrying a server flaps out of the pool and back (relabelled as soon as the pool
+//!    drained it, well within 30 s), then its Node object is deleted and created again: each
+//!    time it returns `Active` with its service still disabled, the entry carrying Nova's status
+//!    and the reason, and ServicesReady `ServicesDisabled` saying so (the pool never enables a
+//!    service); no service is deleted while the host carries its server (the sampler). Enabled
+//!    in Nova as its admin would, the condition clears.
+//! 5. Deleting the zoned pool releases the other two and deletes every aggregate once Nova
 //!    dropped the hosts with their services.
 //!
 //! The node has no Open vSwitch, so its OVN chassis is simulated
@@ -67,6 +73,9 @@ const ZONED: [(&str, &str); 3] = [
 ];
 /// The zoned node that carries servers and is relabelled.
 const DRAINED: &str = "kwok-z1-b";
+/// The zoned node that carries a server, flaps out of the pool and back, and has its Node
+/// deleted and created again.
+const FLAPPED: (&str, &str) = ("kwok-z2-a", "zone-2");
 /// The aggregate every onboarded host joins.
 const TENANT_AGGREGATE: &str = "tenant_filter_tests";
 
@@ -266,6 +275,18 @@ async fn pods_on(client: &Client, ns: &str, pool: &str, node: &str) -> (Vec<Stri
     (names(of_pool.items), names(played.items))
 }
 
+/// The compute service Nova registers on `host`, as the pool's service user lists it.
+async fn service_of(
+    view: &os_client::Client,
+    host: &str,
+) -> Option<os_client::nova::ComputeService> {
+    view.compute_services()
+        .await
+        .expect("services")
+        .into_iter()
+        .find(|s| s.host == host)
+}
+
 /// How many Services steps the NovaCompute controller has run.
 fn services_passes(metrics: &Metrics) -> u64 {
     metrics
@@ -357,10 +378,19 @@ async fn pools_on_the_real_node_run_real_nova_computes_and_never_strand_a_server
     );
 
     let t = Instant::now();
+    a_node_with_a_server_flaps_and_returns_with_its_service_disabled(&suite).await;
+    let with_servers = sampler.assert_held("the flap and the re-created Node");
+    assert!(with_servers > 0, "the sampler saw the server on its host");
+    eprintln!(
+        "scenario 4 (flap and re-created Node with a server) took {:.0}s",
+        t.elapsed().as_secs_f64()
+    );
+
+    let t = Instant::now();
     the_zoned_pool_is_torn_down(&suite, player).await;
     sampler.assert_held("the zoned pool's teardown");
     eprintln!(
-        "scenario 4 (zoned teardown) took {:.0}s",
+        "scenario 5 (zoned teardown) took {:.0}s",
         t.elapsed().as_secs_f64()
     );
     drop(sampler);
@@ -670,12 +700,8 @@ async fn a_relabelled_node_with_servers_drains_and_is_released(s: &Suite) {
         Some(("True".into(), "Draining".into()))
     );
     let reason = format!("c5c3.io: leaving NovaCompute {ns}/{ZONED_POOL}");
-    let service = view
-        .compute_services()
+    let service = service_of(view, DRAINED)
         .await
-        .expect("services")
-        .into_iter()
-        .find(|s| s.host == DRAINED)
         .expect("the drained node's service");
     assert_eq!(
         (service.status.as_str(), service.disabled_reason.as_str()),
@@ -754,7 +780,128 @@ async fn a_relabelled_node_with_servers_drains_and_is_released(s: &Suite) {
     .await;
 }
 
-/// Scenario 4: deleting the zoned pool releases its nodes and deletes the aggregates.
+/// Waits until `node` is Draining with `servers` counted on the zoned pool.
+async fn wait_draining(s: &Suite, node: &str, servers: i32) {
+    wait_real_pool(
+        &s.client,
+        &s.ns,
+        ZONED_POOL,
+        &format!("{node} Draining with {servers} servers"),
+        |p| {
+            entry(p, node)
+                .is_some_and(|e| e.phase == NodePhase::Draining && e.instances == Some(servers))
+        },
+    )
+    .await;
+}
+
+/// Waits until `node` is back `Active` on the zoned pool and ServicesReady says its service
+/// stays disabled; checks the entry carries Nova's status and `reason`, the message names the
+/// node and the reason, and Nova still disables the service (the pool enabled nothing).
+async fn assert_back_disabled(s: &Suite, node: &str, reason: &str) {
+    let pool = wait_real_pool(
+        &s.client,
+        &s.ns,
+        ZONED_POOL,
+        &format!("{node} Active with ServicesReady=False/ServicesDisabled"),
+        |p| {
+            phase(p, node) == Some(NodePhase::Active)
+                && status_reason(p, "ServicesReady")
+                    == Some(("False".into(), "ServicesDisabled".into()))
+        },
+    )
+    .await;
+    let e = entry(&pool, node).expect("the entry");
+    assert_eq!(
+        (e.service_status.as_deref(), e.disabled_reason.as_deref()),
+        (Some("disabled"), Some(reason)),
+        "{e:?}"
+    );
+    let (_, _, message) = condition_of(&pool, "ServicesReady").expect("ServicesReady");
+    assert!(
+        message.contains(&format!("{node} (disabled reason \"{reason}\")"))
+            && message.contains("the pool never enables a service"),
+        "{message}"
+    );
+    let service = service_of(&s.view, node)
+        .await
+        .expect("the service is still registered");
+    assert_eq!(
+        (service.status.as_str(), service.disabled_reason.as_str()),
+        ("disabled", reason)
+    );
+}
+
+/// Scenario 4: a node carrying a server flaps out of the pool and back, then its Node is
+/// deleted and created again; it returns with its service disabled, and says so.
+async fn a_node_with_a_server_flaps_and_returns_with_its_service_disabled(s: &Suite) {
+    let (client, ns) = (&s.client, s.ns.as_str());
+    let (node, zone) = FLAPPED;
+    let selector = format!("{ns}-zones");
+    let reason = format!("c5c3.io: leaving NovaCompute {ns}/{ZONED_POOL}");
+    let server = s.admin.boot("flap-0", zone, node, REAL_TIMEOUT).await;
+
+    // Out of the pool and, as soon as the pool drained it, back in.
+    label_node(client, node, POOL_LABEL, None).await;
+    let out = Instant::now();
+    wait_draining(s, node, 1).await;
+    label_node(client, node, POOL_LABEL, Some(&selector)).await;
+    eprintln!(
+        "{node} was out of the pool for {:.1}s",
+        out.elapsed().as_secs_f64()
+    );
+    assert_back_disabled(s, node, &reason).await;
+
+    // The Node object deleted and created again (a kubelet re-registering it).
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .delete(node, &DeleteParams::default())
+        .await
+        .expect("delete the Node");
+    let gone = Instant::now();
+    Wait::new(format!("the Node {node} deleted"), REAL_TIMEOUT)
+        .for_deletion(&nodes, node)
+        .await
+        .expect("the Node is deleted");
+    wait_draining(s, node, 1).await;
+    create_tainted_zoned_node(&nodes, node, &selector, zone).await;
+    eprintln!(
+        "the Node {node} was gone for {:.1}s",
+        gone.elapsed().as_secs_f64()
+    );
+    assert_back_disabled(s, node, &reason).await;
+    Wait::new(format!("{node}'s pod and played pod back"), REAL_TIMEOUT)
+        .until(|| async {
+            let (of_pool, played) = pods_on(client, ns, ZONED_POOL, node).await;
+            of_pool.len() == 1 && played == [played_name(node)]
+        })
+        .await
+        .expect("the pool's term brings the pod back");
+    let events = pool_events(client, ns, ZONED_POOL).await;
+    assert_eq!(times(&events, "ComputeServiceDeleted"), 1, "{events:?}");
+
+    // Its admin enables the service: the condition clears at the next pass.
+    let id = service_of(&s.view, node).await.expect("the service").id;
+    let enabled = s
+        .admin
+        .call(
+            "PUT",
+            &format!("/os-services/{id}"),
+            Some(json!({"status": "enabled"})),
+        )
+        .await
+        .expect("the compute API answers");
+    assert_eq!(enabled.status, 200, "enabling the service");
+    let pools: Api<NovaCompute> = Api::namespaced(client.clone(), ns);
+    touch(&pools, ZONED_POOL, "enabled").await;
+    wait_real_pool(client, ns, ZONED_POOL, "ServicesReady=True", |p| {
+        status_reason(p, "ServicesReady").is_some_and(|(status, _)| status == "True")
+    })
+    .await;
+    s.admin.delete_servers(&[server], REAL_TIMEOUT).await;
+}
+
+/// Scenario 5: deleting the zoned pool releases its nodes and deletes the aggregates.
 async fn the_zoned_pool_is_torn_down(s: &Suite, player: Player) {
     let (client, ns) = (&s.client, s.ns.as_str());
     // Both zones and tenant_filter_tests; the services of all three nodes (one in scenario 3).

@@ -845,5 +845,59 @@ mod tests {
                 Outcome::Failed("authenticating: POST /v3/auth/tokens: HTTP 503: down".into())
             );
         }
+
+        /// Injects, one row each, a failing aggregate listing (HTTP 500 and 503, no answer, an
+        /// undecodable body, a failed login) for a deleting pool whose marked empty aggregate
+        /// nobody needs; asserts no row deletes it (the control row, listed, does).
+        #[tokio::test]
+        async fn a_failing_listing_plans_no_delete() {
+            use crate::openstack::TransportError;
+            const LIST: &str = "/v2.1/os-aggregates";
+            let nodes = [entry("a", NodePhase::Draining, Some("z1"))];
+            let unneeded = r#"{"aggregates": [{"id": 9, "name": "z1", "availability_zone": "z1", "hosts": [], "metadata": {"c5c3.io:nova": "ns/nova"}}]}"#;
+            let rows = [
+                ("HTTP 500", Fake::new().answer("GET", LIST, 500, "db down")),
+                (
+                    "HTTP 503",
+                    Fake::new().answer("GET", LIST, 503, "restarting"),
+                ),
+                (
+                    "no answer",
+                    Fake::new().fail("GET", LIST, TransportError::TimedOut("nova.test".into())),
+                ),
+                (
+                    "an undecodable body",
+                    Fake::new().answer("GET", LIST, 200, r#"{"aggregates": [{"#),
+                ),
+                ("a failed login", Fake::new().login(500, None, "down")),
+            ];
+            for (what, fake) in rows {
+                let fake = fake.answer("DELETE", "/v2.1/os-aggregates/9", 200, "");
+                let (_, outcome, notes) =
+                    reconcile(&client(&fake, None), &pool(true, &nodes, &[])).await;
+                assert!(matches!(outcome, Outcome::Failed(_)), "{what}: {outcome:?}");
+                assert!(
+                    !fake.calls().iter().any(|c| c.starts_with("DELETE")),
+                    "{what}: {:?}",
+                    fake.calls()
+                );
+                assert!(notes.is_empty(), "{what}");
+            }
+            let listed = Fake::new().answer("GET", LIST, 200, unneeded).answer(
+                "DELETE",
+                "/v2.1/os-aggregates/9",
+                200,
+                "",
+            );
+            reconcile(&client(&listed, None), &pool(true, &nodes, &[])).await;
+            assert_eq!(
+                listed.calls(),
+                [
+                    format!("GET {LIST}"),
+                    "DELETE /v2.1/os-aggregates/9".to_owned()
+                ],
+                "the control row: listed, it goes"
+            );
+        }
     }
 }

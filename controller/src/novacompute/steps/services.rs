@@ -133,13 +133,23 @@ pub async fn observe(client: &Client, pool: &Pool) -> Listed {
     }
 }
 
+/// How the reason a pool disables a leaving node's service with begins.
+const LEAVING: &str = "c5c3.io: leaving NovaCompute ";
+
 /// The reason a leaving node's service is disabled with.
 fn disable_reason(pool: &Pool) -> String {
-    format!(
-        "c5c3.io: leaving NovaCompute {}/{}",
-        pool.view.namespace(),
-        pool.view.name()
-    )
+    format!("{LEAVING}{}/{}", pool.view.namespace(), pool.view.name())
+}
+
+/// Whether a held node's service is one a pool disabled when the node left it: the node came
+/// back (relabelled, or its Node deleted and created again), and the pool never enables a
+/// service, so it stays disabled until someone enables it in Nova.
+fn left_disabled(n: &NovaComputeNodeStatus) -> bool {
+    matches!(n.phase, NodePhase::Pending | NodePhase::Active)
+        && n.service_status.as_deref() == Some("disabled")
+        && n.disabled_reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with(LEAVING))
 }
 
 /// What the walk calls for one leaving entry.
@@ -371,8 +381,9 @@ pub async fn walk(client: &Client, pool: &Pool) -> Walk {
 }
 
 /// The condition of the walk (its poll goes to the Traits step; `discovery` is the host
-/// discovery's note, or its failure), by precedence: a failed call, a failed discovery, then WaitingForServices,
-/// WaitingForHostMapping, ServicesDown, Draining and ServicesUp.
+/// discovery's note, or its failure), by precedence: a failed call, a failed discovery, then
+/// WaitingForServices, WaitingForHostMapping, ServicesDown, ServicesDisabled (a node back in
+/// the pool whose service a pool disabled when it left), Draining and ServicesUp.
 pub fn report(walk: &Walk, discovery: Option<&Result<String, String>>) -> Report {
     let report = |ok, reason, message: String| Report {
         ok,
@@ -430,6 +441,28 @@ pub fn report(walk: &Walk, discovery: Option<&Result<String, String>>) -> Report
             format!(
                 "Nova reports the compute service down on {}",
                 down.join(", ")
+            ),
+        );
+    }
+    let disabled: Vec<String> = walk
+        .nodes
+        .iter()
+        .filter(|n| left_disabled(n))
+        .map(|n| {
+            format!(
+                "{} (disabled reason \"{}\")",
+                n.name,
+                n.disabled_reason.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    if !disabled.is_empty() {
+        return report(
+            false,
+            Reason::ServicesDisabled,
+            format!(
+                "Compute services stay disabled on {}: each was disabled when its node left a pool, and the pool never enables a service; enable it in Nova once the node may take servers again",
+                disabled.join(", ")
             ),
         );
     }
@@ -607,6 +640,16 @@ mod tests {
 
     fn listing(services: &[String]) -> String {
         format!(r#"{{"services": [{}]}}"#, services.join(","))
+    }
+
+    /// A fake Nova listing `services`.
+    fn listed(services: &[String]) -> Fake {
+        Fake::new().answer("GET", SERVICES, 200, &listing(services))
+    }
+
+    /// The path of the server count on `host`.
+    fn count(host: &str) -> String {
+        format!("/v2.1/servers?all_tenants=1&host={host}")
     }
 
     fn registered(name: &str, phase: NodePhase) -> NovaComputeNodeStatus {
@@ -963,6 +1006,181 @@ mod tests {
                 Reason::ServicesDown,
                 "Nova reports the compute service down on b"
             )
+        );
+    }
+
+    /// Injects a server count that holds a down cell's record (status UNKNOWN) for a Draining
+    /// node with servers, the node after it Releasing; asserts the node stays Draining (its
+    /// disable kept), the walk stops before any delete, and ServicesReady names why.
+    #[tokio::test]
+    async fn a_down_cell_keeps_the_node_draining_and_says_why() {
+        let down_cell = r#"{"servers": [{"id": "s-1", "status": "UNKNOWN"}]}"#;
+        let fake = listed(&[
+            service("a", "enabled", "up"),
+            service("b", "disabled", "down"),
+        ])
+        .answer("PUT", "/v2.1/os-services/id-a", 200, "{}")
+        .answer("GET", &count("a"), 200, down_cell)
+        .answer("DELETE", "/v2.1/os-services/id-b", 204, "");
+        let nodes = [
+            registered("a", NodePhase::Draining),
+            registered("b", NodePhase::Releasing),
+        ];
+        let w = run(&fake, &nodes, &[], &[]).await;
+        assert_eq!(
+            fake.calls(),
+            [
+                format!("GET {SERVICES}"),
+                "PUT /v2.1/os-services/id-a".to_owned(),
+                format!("GET {}", count("a")),
+            ]
+        );
+        assert_eq!(
+            phases(&w),
+            [("a", NodePhase::Draining), ("b", NodePhase::Releasing)]
+        );
+        assert_eq!(
+            (w.nodes[0].service_status.as_deref(), w.nodes[0].instances),
+            (Some("disabled"), None),
+            "the disable is recorded; no count is invented"
+        );
+        assert_eq!(w.nodes[1], nodes[1], "the unwalked entry is kept");
+        assert_eq!(w.poll, REQUEUE_COMPUTE_RELEASE_POLLING);
+        let r = report(&w, None);
+        assert_eq!(
+            (r.ok, r.reason, r.message.as_str()),
+            (
+                false,
+                Reason::ComputeAPIError,
+                "counting the servers on a: a cell did not answer (Nova listed a server with status UNKNOWN), so the servers on host a cannot be counted"
+            )
+        );
+    }
+
+    /// Injects, one row each, a failing read (HTTP 500 and 503, no answer, an undecodable body,
+    /// a down cell) into the service listing and into the server count, with a Releasing node
+    /// whose service would be deleted and a Draining node with servers; asserts no row deletes
+    /// a service or releases a node, and the ledger keeps what the failure could not confirm.
+    #[tokio::test]
+    async fn a_failing_read_plans_no_delete() {
+        use crate::openstack::TransportError;
+        let count_a = count("a");
+        let services = [
+            service("a", "disabled", "up"),
+            service("b", "disabled", "down"),
+        ];
+        let failures: [(&str, Option<TransportError>, u16, &str); 5] = [
+            ("HTTP 500", None, 500, "db down"),
+            ("HTTP 503", None, 503, "restarting"),
+            (
+                "no answer",
+                Some(TransportError::TimedOut("nova.test:8774".into())),
+                0,
+                "",
+            ),
+            ("an undecodable body", None, 200, r#"{"services": [{"#),
+            (
+                "a down cell",
+                None,
+                200,
+                r#"{"services": [{"host": "a", "status": "UNKNOWN"}], "servers": [{"status": "UNKNOWN"}]}"#,
+            ),
+        ];
+        let nodes = [
+            registered("a", NodePhase::Draining),
+            registered("b", NodePhase::Releasing),
+        ];
+        for (what, transport, status, body) in failures {
+            for read in [SERVICES, count_a.as_str()] {
+                let fail = |fake: Fake| match &transport {
+                    Some(e) => fake.fail("GET", read, e.clone()),
+                    None => fake.answer("GET", read, status, body),
+                };
+                let fake = match read {
+                    SERVICES => fail(Fake::new()),
+                    _ => fail(listed(&services)),
+                }
+                .answer("DELETE", "/v2.1/os-services/id-b", 204, "");
+                let w = run(&fake, &nodes, &[], &[]).await;
+                let calls = fake.calls();
+                assert!(
+                    !calls.iter().any(|c| c.starts_with("DELETE")),
+                    "{what} at {read}: {calls:?}"
+                );
+                assert_eq!(
+                    phases(&w),
+                    [("a", NodePhase::Draining), ("b", NodePhase::Releasing)],
+                    "{what} at {read}"
+                );
+                let r = report(&w, None);
+                assert_eq!(
+                    (r.ok, r.reason),
+                    (false, Reason::ComputeAPIError),
+                    "{what} at {read}: {}",
+                    r.message
+                );
+            }
+        }
+    }
+
+    /// Injects Nova's listing of services of Active nodes: one a pool disabled when its node
+    /// left (the node came back), one disabled by someone else, one enabled; asserts the walk
+    /// makes no other call (the pool never enables a service), the entries carry Nova's status
+    /// and reason, and ServicesReady says which service stays disabled and why.
+    #[tokio::test]
+    async fn a_node_back_in_the_pool_keeps_its_service_disabled_and_says_so() {
+        let disabled = |host: &str, reason: &str| {
+            format!(
+                r#"{{"id": "id-{host}", "host": "{host}", "status": "disabled", "state": "up", "disabled_reason": "{reason}"}}"#
+            )
+        };
+        let fake = listed(&[
+            disabled("a", "c5c3.io: leaving NovaCompute ns/pool-a"),
+            disabled("b", "maintenance"),
+            service("c", "enabled", "up"),
+        ]);
+        let nodes = [
+            registered("a", NodePhase::Active),
+            registered("b", NodePhase::Active),
+            registered("c", NodePhase::Active),
+        ];
+        let w = run(&fake, &nodes, &[], &[]).await;
+        assert_eq!(fake.calls(), [format!("GET {SERVICES}")]);
+        assert_eq!(
+            phases(&w),
+            [
+                ("a", NodePhase::Active),
+                ("b", NodePhase::Active),
+                ("c", NodePhase::Active)
+            ]
+        );
+        assert_eq!(
+            (
+                w.nodes[0].service_status.as_deref(),
+                w.nodes[0].disabled_reason.as_deref()
+            ),
+            (
+                Some("disabled"),
+                Some("c5c3.io: leaving NovaCompute ns/pool-a")
+            )
+        );
+        let r = report(&w, None);
+        assert_eq!(
+            (r.ok, r.reason, r.message.as_str()),
+            (
+                false,
+                Reason::ServicesDisabled,
+                "Compute services stay disabled on a (disabled reason \"c5c3.io: leaving NovaCompute ns/pool-a\"): each was disabled when its node left a pool, and the pool never enables a service; enable it in Nova once the node may take servers again"
+            ),
+            "b's was disabled by someone else, for their own reason"
+        );
+
+        let enabled = listed(&[service("a", "enabled", "up")]);
+        let w = run(&enabled, &[w.nodes[0].clone()], &[], &[]).await;
+        assert_eq!(
+            report(&w, None).reason,
+            Reason::ServicesUp,
+            "enabled in Nova by someone, the condition clears"
         );
     }
 }

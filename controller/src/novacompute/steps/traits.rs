@@ -1020,4 +1020,81 @@ mod tests {
             "Custom traits applied on 0 nodes; created traits waiting for their last carrier: CUSTOM_WAIT"
         );
     }
+
+    /// Injects, one row each, a failing read of the node's Hypervisor (kind not served,
+    /// forbidden, another failure) and a failing Placement call before the deletes (HTTP 503,
+    /// no answer), for a pool holding a created trait nobody declares or carries any more;
+    /// asserts no row deletes the trait or drops it from `createdTraits` (the control row,
+    /// read, does delete it).
+    #[tokio::test]
+    async fn a_failing_read_or_call_plans_no_delete() {
+        use crate::openstack::TransportError;
+        let cr = pool_a(
+            false,
+            vec![entry("node-1", NodePhase::Active, None)],
+            &["CUSTOM_OLD"],
+        );
+        let applied = || {
+            Memory::with(&[(
+                "node-1",
+                &["CUSTOM_GPU_A100", "CUSTOM_POOL_A"],
+                &["CUSTOM_GPU_A100", "CUSTOM_POOL_A"],
+            )])
+        };
+        let refusing = |refuse| Memory {
+            refuse: Some(refuse),
+            ..Memory::default()
+        };
+        let lagging = || Memory::with(&[("node-1", &[], &[])]);
+        let rows = [
+            (
+                "the kind not served",
+                Fake::new(),
+                refusing(HypervisorFailure::NotServed),
+            ),
+            (
+                "forbidden",
+                Fake::new(),
+                refusing(HypervisorFailure::Forbidden("403".into())),
+            ),
+            (
+                "a failed read",
+                Fake::new(),
+                refusing(HypervisorFailure::Failed("500".into())),
+            ),
+            (
+                "HTTP 503 on a create",
+                Fake::new().answer("PUT", "/traits/CUSTOM_GPU_A100", 503, "busy"),
+                lagging(),
+            ),
+            (
+                "no answer to a create",
+                Fake::new().fail(
+                    "PUT",
+                    "/traits/CUSTOM_GPU_A100",
+                    TransportError::TimedOut("placement.test".into()),
+                ),
+                lagging(),
+            ),
+        ];
+        for (what, fake, hypervisors) in rows {
+            let fake = fake.answer("DELETE", "/traits/CUSTOM_OLD", 204, "");
+            let (outcome, report) = run(&cr, &[], &[], &fake, &hypervisors).await;
+            assert!(
+                !fake.calls().iter().any(|c| c.starts_with("DELETE")),
+                "{what}: {:?}",
+                fake.calls()
+            );
+            assert_eq!(outcome.created, ["CUSTOM_OLD"], "{what}");
+            assert!(!report.ok, "{what}: {report:?}");
+        }
+        let fake = Fake::new().answer("DELETE", "/traits/CUSTOM_OLD", 204, "");
+        let (outcome, _) = run(&cr, &[], &[], &fake, &applied()).await;
+        assert_eq!(
+            fake.calls(),
+            ["DELETE /traits/CUSTOM_OLD"],
+            "the control row"
+        );
+        assert!(outcome.created.is_empty());
+    }
 }

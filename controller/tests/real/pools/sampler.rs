@@ -1,16 +1,20 @@
-//! The invariant of issue 13, sampled beside every scenario: no node with servers on it ever
-//! loses its nova-compute pod. Every second the sampler reads the real Nova's servers per host
-//! and every pool pod (and PLAYED pod) of the namespace, and records a violation when a host
-//! carrying servers has no running pod of a pool (for a kwok node: also no played pod), and
-//! when a host's compute service, once seen, is gone while a pod of a pool still runs there
-//! (the service is deleted only after the pod). A violation is confirmed by reading the servers
-//! again after the pods: the same server on the host before and after.
+//! The invariants of issues 13 and 32, sampled beside every scenario: no node with servers on
+//! it ever loses its nova-compute pod, and no compute service is deleted while its host carries
+//! servers. Every second the sampler reads the real Nova's servers per host, its compute
+//! services, the Nodes and every pool pod (and PLAYED pod) of the namespace, and records a
+//! violation when a host carrying servers has no running pod of a pool (for a kwok node: also
+//! no played pod), when a host's compute service, once seen, is gone while a pod of a pool
+//! still runs there (the service is deleted only after the pod), and when it is gone while the
+//! host carries servers. A violation is confirmed by reading the servers again after the rest:
+//! the same server on the host before and after. A host whose Node object was deleted is
+//! excused from the pod check from then until a pod of a pool runs there again: no pod can run
+//! on a Node that is not there, and the pool's term must bring it back once the Node is.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use nova_test_harness::node::NODE_NAME;
@@ -46,9 +50,9 @@ impl Sampler {
         let tally = Arc::new(Mutex::new(Tally::default()));
         let (shared, ns) = (tally.clone(), ns.to_owned());
         let task = tokio::spawn(async move {
-            let mut services_seen = BTreeSet::new();
+            let mut seen = Seen::default();
             loop {
-                sample(&client, &ns, &admin, &shared, &mut services_seen).await;
+                sample(&client, &ns, &admin, &shared, &mut seen).await;
                 // The sampler's tick (it samples until dropped), not a wait for state.
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
@@ -103,21 +107,36 @@ async fn pods_per_node(
     Ok((pool, played))
 }
 
-async fn sample(
-    client: &Client,
-    ns: &str,
-    admin: &Admin,
-    tally: &Mutex<Tally>,
-    services_seen: &mut BTreeSet<String>,
-) {
+/// What the samples so far have seen.
+#[derive(Default)]
+struct Seen {
+    /// The hosts with a compute service.
+    services: BTreeSet<String>,
+    /// The hosts whose Node was seen gone and which have run no pod of a pool since.
+    nodes_lost: BTreeSet<String>,
+}
+
+/// The names of the Nodes.
+async fn node_names(client: &Client) -> Result<BTreeSet<String>, kube::Error> {
+    Ok(Api::<Node>::all(client.clone())
+        .list_metadata(&ListParams::default())
+        .await?
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect())
+}
+
+async fn sample(client: &Client, ns: &str, admin: &Admin, tally: &Mutex<Tally>, seen: &mut Seen) {
     let read = async {
         let servers = admin.servers_by_host().await?;
+        let nodes = node_names(client).await.map_err(|e| e.to_string())?;
         let services = admin.service_hosts().await?;
         let pods = pods_per_node(client, ns).await.map_err(|e| e.to_string())?;
         let again = admin.servers_by_host().await?;
-        Ok::<_, String>((servers, services, pods, again))
+        Ok::<_, String>((servers, nodes, services, pods, again))
     };
-    let (servers, services, (pool, played), again) = match read.await {
+    let (servers, nodes, services, (pool, played), again) = match read.await {
         Ok(read) => read,
         Err(e) => {
             eprintln!("invariant sampler: a sample failed: {e}");
@@ -130,23 +149,33 @@ async fn sample(
     for (host, ids) in &servers {
         let kept: BTreeSet<&String> = ids.intersection(again.get(host).unwrap_or(&none)).collect();
         let has_pod = pool.contains(host) && (host == NODE_NAME || played.contains(host));
-        if !kept.is_empty() && !has_pod {
+        if !nodes.contains(host) {
+            seen.nodes_lost.insert(host.clone());
+        } else if has_pod {
+            seen.nodes_lost.remove(host);
+        }
+        if !kept.is_empty() && !has_pod && !seen.nodes_lost.contains(host) {
             violations.push(format!(
                 "host {host} carries servers {kept:?} but runs no nova-compute pod of a pool \
                  (pool pods on {pool:?}, played pods for {played:?})"
             ));
         }
+        if !kept.is_empty() && seen.services.contains(host) && !services.contains(host) {
+            violations.push(format!(
+                "the compute service of {host} was deleted while the host carries servers {kept:?}"
+            ));
+        }
     }
-    let deleted: Vec<String> = services_seen.difference(&services).cloned().collect();
+    let deleted: Vec<String> = seen.services.difference(&services).cloned().collect();
     for host in deleted {
         if pool.contains(&host) {
             violations.push(format!(
                 "the compute service of {host} was deleted while a pool pod still runs there"
             ));
         }
-        services_seen.remove(&host);
+        seen.services.remove(&host);
     }
-    services_seen.extend(services);
+    seen.services.extend(services);
     let mut tally = tally.lock().expect("tally");
     tally.samples += 1;
     tally.with_servers += u64::from(servers.values().any(|ids| !ids.is_empty()));
