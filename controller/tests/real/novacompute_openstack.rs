@@ -35,11 +35,12 @@ use nova_controller::clusters::Registry;
 use nova_controller::metrics::Metrics;
 use nova_controller::novacompute::steps::aggregates::{MARKER_KEY, TENANT_FILTER_TESTS};
 use nova_controller::openstack::{self as os_client, Direct};
+use nova_test_harness::fault_proxy::{Fault, FaultProxy};
 use nova_test_harness::http;
 use nova_test_harness::openstack::nova::{
     NOVA_API_PORT, TIMEOUT, names, start_conductor_and_compute,
 };
-use nova_test_harness::openstack::{OpenStack, PLACEMENT, Ports, keystone_url};
+use nova_test_harness::openstack::{KEYSTONE, OpenStack, PLACEMENT, Ports, keystone_url};
 use serde_json::{Value, json};
 
 use nova_testkit::prelude::{
@@ -776,6 +777,216 @@ async fn pools_keep_traits_and_aggregates_and_drain_through_an_outage() -> Resul
         "aggregates and the drain through an outage in {:.1}s",
         t.elapsed().as_secs_f64()
     );
+    nova_testkit::real::finish(&client, &ns).await;
+    Ok(())
+}
+
+/// The first condition of `pool` at `ComputeAPIError`, as `type: message`.
+fn api_error(pool: &NovaCompute) -> Option<String> {
+    pool.status
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .find(|c| c.reason == "ComputeAPIError")
+        .map(|c| format!("{}: {}", c.type_, c.message))
+}
+
+/// Injects: Keystone and Placement behind fault proxies on loopback
+/// (`nova_test_harness::fault_proxy`, the controller's routes pointed at them): Keystone
+/// answering 503, then cutting its answers after their headers, while a new pool must log in;
+/// then, with the pool converged, Placement answering 503, holding every request 9 s (under the
+/// client's 10 s timeout), and cutting its answers after their headers, each while the pool
+/// must create a trait.
+/// Asserts: each failing fault moves a condition to `ComputeAPIError` (the message naming it)
+/// within the pool wait, and nothing is created or deleted meanwhile (no trait without a token;
+/// the pool's traits stay in Placement and on the node's Hypervisor); the 9 s delay only slows
+/// the pass; Placement's answer to a trait's creation has no body, so cut after its headers it
+/// is whole and the trait is created; once a fault ends the pool converges by itself;
+/// Placement's faults cost no new Keystone token (the one token is reused throughout).
+#[tokio::test]
+async fn keystone_and_placement_brownouts_delete_nothing_and_recover() -> Result<()> {
+    let _timed = nova_testkit::stack::timed();
+    let (_, os, client, ns) = start("nc-brownout", RELEASE).await?;
+    let mut routes = routes(&client, os, &ns).await;
+    let service = |name: &str, port: u16| {
+        format!(
+            "{name}.{}.svc.cluster.local:{port}",
+            nova_test_harness::openstack::NAMESPACE
+        )
+    };
+    let keystone_at = service(KEYSTONE, Ports::KEYSTONE);
+    let placement_at = service(PLACEMENT, Ports::PLACEMENT);
+    let keystone = FaultProxy::start(routes[&keystone_at]).await?;
+    let placement = FaultProxy::start(routes[&placement_at]).await?;
+    routes.insert(keystone_at, keystone.addr());
+    routes.insert(placement_at, placement.addr());
+    provide_pool_nova(&client, &ns, &keystone_url(), os.nova_password()).await;
+    let (metrics, _) = start_novacompute_for_pools_in(
+        client.clone(),
+        &ns,
+        Registry::default().route_services(routes),
+    )
+    .await;
+    let logins = || {
+        metrics
+            .openstack_requests
+            .with_label_values(&["keystone", "201"])
+            .get()
+    };
+
+    let suffix = ns.rsplit('-').next().unwrap_or("x").to_uppercase();
+    let trait_named = |n: usize| format!("CUSTOM_BROWNOUT_{n}_{suffix}");
+    let node = format!("hv-{ns}");
+    let selector = format!("b-{ns}");
+    let nodes: Api<Node> = Api::all(client.clone());
+    create_tainted_zoned_node(&nodes, &node, &selector, &format!("bz-{ns}")).await;
+    let hypervisors = create_hypervisor(&client, &node).await?;
+    let pools: Api<NovaCompute> = Api::namespaced(client.clone(), &ns);
+    let with_traits = |traits: &[String]| json!({"spec": {"traits": traits}});
+
+    // Keystone browns out while the new pool must log in: nothing is created without a token.
+    let mut traits = vec![trait_named(0)];
+    let mut seen = String::new();
+    for fault in [Fault::Unavailable, Fault::DropAfterHeaders] {
+        keystone.inject(fault);
+        let started = Instant::now();
+        if pools.get_opt("pool-b").await?.is_none() {
+            let spec = json!({"traits": traits});
+            pools
+                .create(
+                    &PostParams::default(),
+                    &pool(&ns, "pool-b", &selector, spec)?,
+                )
+                .await?;
+        } else {
+            touch(&pools, "pool-b", &format!("{fault:?}")).await;
+        }
+        let p = wait_pool(
+            &pools,
+            "pool-b",
+            &format!("Keystone {fault:?} reported"),
+            |p| api_error(p).is_some_and(|e| e != seen),
+        )
+        .await?;
+        seen = api_error(&p).unwrap_or_default();
+        eprintln!(
+            "Keystone {fault:?}: {seen:?} after {:.1}s",
+            started.elapsed().as_secs_f64()
+        );
+        ensure!(
+            !trait_exists(os, &traits[0]).await?,
+            "no trait is created without a token"
+        );
+    }
+    keystone.inject(Fault::None);
+    touch(&pools, "pool-b", "keystone-back").await;
+    let play = |traits: Vec<String>| {
+        let (hypervisors, node) = (hypervisors.clone(), node.clone());
+        async move {
+            hypervisors
+                .patch_status(
+                    &node,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "status": { "traits": traits, "numInstances": 0 } })),
+                )
+                .await
+        }
+    };
+    let applied = |traits: Vec<String>| {
+        let pools = &pools;
+        async move {
+            wait_pool(pools, "pool-b", &format!("{traits:?} created"), |p| {
+                created(p) == traits
+            })
+            .await?;
+            play(traits).await?;
+            wait_pool(pools, "pool-b", "TraitsReady=TraitsApplied", |p| {
+                condition_of(p, "TraitsReady").is_some_and(|(_, r, _)| r == "TraitsApplied")
+            })
+            .await?;
+            anyhow::Ok(())
+        }
+    };
+    applied(traits.clone()).await?;
+    let logged_in = logins();
+
+    // Placement browns out while the converged pool must create a trait.
+    for (n, fault) in [
+        Fault::Unavailable,
+        Fault::Delay(Duration::from_secs(9)),
+        Fault::DropAfterHeaders,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        placement.inject(fault);
+        let started = Instant::now();
+        let mut wanted = traits.clone();
+        wanted.push(trait_named(n + 1));
+        wanted.sort();
+        pools
+            .patch(
+                "pool-b",
+                &PatchParams::default(),
+                &Patch::Merge(with_traits(&wanted)),
+            )
+            .await?;
+        if fault != Fault::Unavailable {
+            applied(wanted.clone()).await?;
+            eprintln!(
+                "Placement {fault:?}: the trait created and applied after {:.1}s",
+                started.elapsed().as_secs_f64()
+            );
+        } else {
+            let p = wait_pool(
+                &pools,
+                "pool-b",
+                &format!("Placement {fault:?} reported"),
+                |p| condition_of(p, "TraitsReady").is_some_and(|(_, r, _)| r == "ComputeAPIError"),
+            )
+            .await?;
+            eprintln!(
+                "Placement {fault:?}: {:?} after {:.1}s",
+                api_error(&p),
+                started.elapsed().as_secs_f64()
+            );
+            for name in &traits {
+                ensure!(
+                    trait_exists(os, name).await?,
+                    "{name} kept in Placement through {fault:?}"
+                );
+            }
+            let custom = hypervisors.get(&node).await?.data["spec"]["customTraits"].clone();
+            ensure!(
+                traits.iter().all(|t| custom
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|c| c == t.as_str()))),
+                "the node's custom traits kept through {fault:?}: {custom}"
+            );
+            placement.inject(Fault::None);
+            touch(&pools, "pool-b", &format!("placement-back-{n}")).await;
+            applied(wanted.clone()).await?;
+            eprintln!(
+                "Placement {fault:?}: recovered {:.1}s after the fault began",
+                started.elapsed().as_secs_f64()
+            );
+        }
+        placement.inject(Fault::None);
+        traits = wanted;
+    }
+    ensure!(
+        logins() == logged_in,
+        "Placement's faults cost no new token: {logged_in} logins before, {} after",
+        logins()
+    );
+    delete_pool(&pools, "pool-b").await?;
+    for name in &traits {
+        ensure!(
+            !trait_exists(os, name).await?,
+            "{name} deleted with the pool"
+        );
+    }
+    hypervisors.delete(&node, &DeleteParams::default()).await?;
+    nodes.delete(&node, &DeleteParams::default()).await?;
     nova_testkit::real::finish(&client, &ns).await;
     Ok(())
 }
