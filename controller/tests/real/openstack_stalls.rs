@@ -64,8 +64,14 @@ async fn schemas(client: &Client, ns: &str, job: &str) -> String {
     query(client, ns, job, &sql).await.trim().to_owned()
 }
 
-/// Waits until the db-sync Job that is not `old` has failed, returning its failure reason.
-async fn db_sync_fails(client: &Client, ns: &str, old: &str, timeout: Duration) -> String {
+/// Waits until the db-sync Job that is not `old` has failed, returning its failure reason and
+/// how long it ran (from its start time to its Failed condition).
+async fn db_sync_fails(
+    client: &Client,
+    ns: &str,
+    old: &str,
+    timeout: Duration,
+) -> (String, Option<i64>) {
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
     let started = Instant::now();
     let mut seen = None;
@@ -73,14 +79,16 @@ async fn db_sync_fails(client: &Client, ns: &str, old: &str, timeout: Duration) 
         if let Some(job) = jobs.get_opt("nova-db-sync").await.expect("db-sync Job")
             && job.uid().as_deref() != Some(old)
         {
-            let failed = job
-                .status
-                .iter()
-                .flat_map(|s| s.conditions.iter().flatten())
-                .find(|c| c.type_ == "Failed" && c.status == "True")
-                .map(|c| c.reason.clone().unwrap_or_default());
-            if let Some(why) = failed {
-                return why;
+            let status = job.status.as_ref();
+            let failed = status
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find(|c| c.type_ == "Failed" && c.status == "True"));
+            if let Some(failed) = failed {
+                let ran = status
+                    .and_then(|s| s.start_time.as_ref())
+                    .zip(failed.last_transition_time.as_ref())
+                    .map(|(start, end)| end.0.as_second() - start.0.as_second());
+                return (failed.reason.clone().unwrap_or_default(), ran);
             }
             seen = job.status;
         }
@@ -144,7 +152,7 @@ async fn black_holed_mariadb_fails_db_sync_by_its_deadline_and_a_frozen_broker_r
     eprintln!("drill: MariaDB at {mariadb_ip} black-holed");
     change_spec(&client, &ns, json!({"logging": {"debug": true}})).await;
     let margin = Duration::from_secs(120);
-    let why = db_sync_fails(
+    let (why, ran) = db_sync_fails(
         &client,
         &ns,
         &synced.uid().unwrap_or_default(),
@@ -152,7 +160,7 @@ async fn black_holed_mariadb_fails_db_sync_by_its_deadline_and_a_frozen_broker_r
     )
     .await;
     eprintln!(
-        "drill: db-sync Job failed ({why}) {:.0}s after the black hole",
+        "drill: db-sync Job failed ({why}) {:.0}s after the black hole, having run {ran:?} s",
         outage.elapsed().as_secs_f64()
     );
     assert_eq!(why, "DeadlineExceeded");
