@@ -3,7 +3,7 @@
 //! throughout; nothing is restarted but what an SRE would touch.
 //!
 //! - MariaDB black-holed mid db-sync: a drop rule in the harness's own nftables table
-//!   (`nova_test_node::black_hole`, removed afterwards, and by the node's teardown if the test
+//!   (`nova_test_harness::node::black_hole`, removed afterwards, and by the node's teardown if the test
 //!   dies) drops every packet of a connection to the cluster IP of the namespace's own MariaDB
 //!   Service (the one `openstack_outages` builds), so the tests beside it keep their database
 //!   and the Nova's clients get no refusal, only silence. A config change (`logging.debug`)
