@@ -14,4 +14,5 @@ mod novacompute_real;
 mod openstack_client;
 mod openstack_outages;
 mod openstack_proofs;
+mod openstack_stalls;
 mod pools;

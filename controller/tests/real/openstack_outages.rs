@@ -54,7 +54,7 @@ const CHILD_KINDS: [(&str, &str, &str); 10] = [
 ];
 
 /// Every object in `ns` the Nova owns, `Kind/name` to uid.
-async fn children(client: &Client, ns: &str, owner: &str) -> BTreeMap<String, String> {
+pub(super) async fn children(client: &Client, ns: &str, owner: &str) -> BTreeMap<String, String> {
     let mut found = BTreeMap::new();
     for (api_version, kind, plural) in CHILD_KINDS {
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
@@ -80,7 +80,7 @@ async fn children(client: &Client, ns: &str, owner: &str) -> BTreeMap<String, St
 
 /// The children of `before` that are gone or were replaced (another uid) in `after`, except
 /// those of the kinds in `replaceable` (what the drill's spec change legitimately rolls).
-fn lost(
+pub(super) fn lost(
     before: &BTreeMap<String, String>,
     after: &BTreeMap<String, String>,
     replaceable: &[&str],
@@ -99,7 +99,7 @@ fn lost(
 
 /// Waits (playing the Gateway) until `done` holds on the Nova, collecting every
 /// `Type=False/Reason` seen; dumps the namespace and fails after `timeout`.
-async fn watch_until(
+pub(super) async fn watch_until(
     client: &Client,
     ns: &str,
     what: &str,
@@ -151,7 +151,7 @@ const MARIADB_SLICE: &str = "openstack-mariadb-drill";
 
 /// Replaces the namespace's ExternalName Service for MariaDB with one of its own, selector-less,
 /// whose EndpointSlice names the shared MariaDB's pod: what the MariaDB drill takes away.
-async fn own_mariadb_service(client: &Client, os: &OpenStack, ns: &str) {
+pub(super) async fn own_mariadb_service(client: &Client, os: &OpenStack, ns: &str) {
     let services: Api<Service> = Api::namespaced(client.clone(), ns);
     services
         .delete(MARIADB, &DeleteParams::default())
@@ -233,7 +233,7 @@ async fn db_sync_waits_on_the_database(client: &Client, ns: &str) {
     );
 }
 
-async fn change_spec(client: &Client, ns: &str, spec: Value) {
+pub(super) async fn change_spec(client: &Client, ns: &str, spec: Value) {
     Api::<Nova>::namespaced(client.clone(), ns)
         .patch(
             "nova",

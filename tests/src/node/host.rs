@@ -239,8 +239,14 @@ fn collect_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// PIDs of every process in a cgroup below `root` (the pods' containers).
 pub(crate) fn cgroup_pids(root: &str) -> Vec<u32> {
+    cgroup_pids_where(root, |_| true)
+}
+
+/// PIDs of every process in the cgroups below `root` whose directory passes `keep`.
+pub(crate) fn cgroup_pids_where(root: &str, keep: impl Fn(&Path) -> bool) -> Vec<u32> {
     let mut pids: Vec<u32> = cgroup_dirs(root)
         .iter()
+        .filter(|d| keep(d))
         .filter_map(|d| fs::read_to_string(d.join("cgroup.procs")).ok())
         .flat_map(|s| {
             s.lines()
@@ -290,7 +296,7 @@ pub(crate) fn remove_cgroup_root(root: &str, grace: Duration) -> Result<()> {
     Ok(())
 }
 
-fn kill(pid: u32, signal: libc::c_int) {
+pub(crate) fn kill(pid: u32, signal: libc::c_int) {
     if let Ok(pid) = libc::pid_t::try_from(pid) {
         // SAFETY: kill on a PID read from our own cgroup or matched by its executable.
         unsafe {

@@ -10,6 +10,7 @@
 //! that cleans it at the end of a run.
 
 mod config;
+mod faults;
 mod host;
 mod run;
 
@@ -19,6 +20,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub use faults::{black_hole, pod_pids, restore_links, resume, stop};
 pub(crate) use host::output as host_output;
 pub use run::NodeTimings;
 pub(crate) use run::Session;
@@ -44,6 +46,8 @@ pub const PAUSE_IMAGE: &str = "localhost/nova-test/pause:v1.36.3";
 
 pub(crate) const CGROUP_ROOT: &str = "/nova-test-node";
 pub(crate) const GUARD_TABLE: &str = "nova_test_node_guard";
+/// The nftables table of the drills' black holes ([`black_hole`]).
+pub(crate) const DRILL_TABLE: &str = "nova_test_node_drill";
 pub(crate) const CONTAINERD_STATE: &str = "/run/containerd";
 pub const CONTAINERD_SOCKET: &str = "/run/containerd/containerd.sock";
 pub(crate) const RUNC: &str = "/usr/sbin/runc";
@@ -227,7 +231,7 @@ pub(crate) fn lock_timeout() -> Duration {
 
 /// Undoes everything a node run changed on the machine, whether that run ended cleanly or
 /// crashed: leftover processes (the node's binaries, the pods' containers), mounts, network
-/// namespaces, the kube-proxy and guard tables, the bridge, `ip_forward`, the cgroup root, the
+/// namespaces, the kube-proxy, guard and drill tables, the bridge, `ip_forward`, the cgroup root, the
 /// run directory and the fixed paths the run created. Call only while holding [`NodeLock`].
 pub fn teardown(layout: &Layout) -> Result<()> {
     let mut errors = Vec::new();
@@ -268,6 +272,7 @@ pub fn teardown(layout: &Layout) -> Result<()> {
     note(host::nft_delete_table("ip", "kube-proxy"));
     note(host::nft_delete_table("ip6", "kube-proxy"));
     note(host::nft_delete_table("inet", GUARD_TABLE));
+    note(host::nft_delete_table("inet", DRILL_TABLE));
     if let Ok(before) = fs::read_to_string(layout.nft_tables_record()) {
         let before: Vec<String> = before.lines().map(str::to_owned).collect();
         note(host::remove_kube_chains(&before));
