@@ -327,8 +327,8 @@ impl ClusterWrites for MemoryCluster {
 
     fn delete<'a>(
         &'a self,
+        _: &'a Owner,
         _: &'a ApiResource,
-        _: &'a str,
         _: &'a str,
     ) -> BoxFuture<'a, Result<(), ClusterError>> {
         Box::pin(async { Ok(()) })

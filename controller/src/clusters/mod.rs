@@ -315,11 +315,13 @@ pub trait ClusterWrites: Send + Sync {
         child: &'a Child,
     ) -> BoxFuture<'a, Result<Applied, ClusterError>>;
 
-    /// Deletes an object by name (in the background); an object already gone is not an error.
+    /// Deletes an object by name in the owner's namespace (in the background), only when the
+    /// owner controls it and on the UID it was seen with; an object already gone, replaced or
+    /// controlled by someone else is not an error, and is left alone.
     fn delete<'a>(
         &'a self,
+        owner: &'a Owner,
         kind: &'a ApiResource,
-        namespace: &'a str,
         name: &'a str,
     ) -> BoxFuture<'a, Result<(), ClusterError>>;
 

@@ -277,7 +277,7 @@ async fn carry_out<K: Reconciled>(pass: &Pass<K>, plan: &PlanOf<K>) -> Result<()
     }
     for removal in &plan.removals {
         cluster
-            .delete(&removal.kind, &pass.owner.namespace, &removal.name)
+            .delete(&pass.owner, &removal.kind, &removal.name)
             .await?;
     }
     for prune in &plan.prunes {

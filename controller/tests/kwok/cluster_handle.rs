@@ -239,18 +239,30 @@ async fn apply_skips_repairs_refuses_adopts_prunes_and_deletes() {
     assert!(cms.get_opt("a").await.expect("get").is_some());
     assert!(cms.get_opt("foreign").await.expect("get").is_some());
 
-    // Deleting something already gone is not an error.
+    // Deleting something already gone is not an error; a delete by name never touches an
+    // object of that name another controller controls.
     cluster
-        .delete(&kind, &ns, "never-existed")
+        .delete(&owner, &kind, "never-existed")
         .await
         .expect("absent");
     cms.delete("b", &DeleteParams::default())
         .await
         .expect("delete b");
     cluster
-        .delete(&kind, &ns, "b")
+        .delete(&owner, &kind, "b")
         .await
         .expect("gone meanwhile");
+    cluster
+        .delete(&owner, &kind, "foreign")
+        .await
+        .expect("left alone, not an error");
+    assert!(
+        cms.get_opt("foreign")
+            .await
+            .expect("get")
+            .is_some_and(|cm| cm.metadata.deletion_timestamp.is_none()),
+        "another controller's object of that name is not deleted"
+    );
 }
 
 /// The chart's namespace-scoped controller Role (`charts/nova-operator/files/controller-rbac.yaml`,

@@ -46,8 +46,11 @@ pub struct Remaining {
 /// The MariaDB objects of both schemas that still exist.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Observed {
-    /// Each remaining object.
+    /// Each remaining object this Nova controls.
     pub remaining: Vec<Remaining>,
+    /// `Kind/name` of each object of one of those names this Nova does not control (another
+    /// owner's, or nobody's): never deleted, never waited for.
+    pub foreign: Vec<String>,
 }
 
 /// The kinds provisioned per schema, whose release the finalizer waits for.
@@ -67,19 +70,24 @@ async fn observe(pass: &NovaPass) -> Result<Observed, StepError> {
     let ns = pass.owner.namespace.as_str();
     // A deleting Nova is probed no more: its passing probe leaves the cache.
     super::health_check::forget(ns, &pass.cr.name_any());
-    let mut remaining = Vec::new();
+    let mut observed = Observed::default();
     for kind in kinds::mariadb_children() {
         for name in mariadb_names(&pass.cr) {
-            if let Some(meta) = pass.cluster.metadata(&kind, ns, &name)? {
-                remaining.push(Remaining {
-                    kind: kind.clone(),
-                    live: meta.metadata.deletion_timestamp.is_none(),
-                    name,
-                });
+            let Some(meta) = pass.cluster.metadata(&kind, ns, &name)? else {
+                continue;
+            };
+            if !pass.owner.controls(&meta.metadata) {
+                observed.foreign.push(format!("{}/{name}", kind.kind));
+                continue;
             }
+            observed.remaining.push(Remaining {
+                kind: kind.clone(),
+                live: meta.metadata.deletion_timestamp.is_none(),
+                name,
+            });
         }
     }
-    Ok(Observed { remaining })
+    Ok(observed)
 }
 
 /// The cleanup plan: delete every remaining object; while any was live, wait and keep the
@@ -99,10 +107,18 @@ pub fn plan(_: &Nova, observed: &Observed, _: &Resolved) -> NovaPlan {
             )
             .requeue(REQUEUE_DATABASE_WAIT);
     }
+    let left_alone = if observed.foreign.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; left alone, as this Nova does not control them: {}",
+            observed.foreign.join(", ")
+        )
+    };
     plan.event(
         false,
         "DatabaseFinalized",
-        "No MariaDB object of either schema is left; releasing the finalizer",
+        format!("No MariaDB object of either schema is left{left_alone}; releasing the finalizer"),
     )
 }
 
@@ -128,6 +144,7 @@ mod tests {
             &example(),
             &Observed {
                 remaining: vec![object("nova-nova-cell0", true), object("nova", false)],
+                ..Observed::default()
             },
             &Resolved::default(),
         );
@@ -138,6 +155,7 @@ mod tests {
             &example(),
             &Observed {
                 remaining: vec![object("nova", false)],
+                ..Observed::default()
             },
             &Resolved::default(),
         );
@@ -146,6 +164,24 @@ mod tests {
         let gone = plan(&example(), &Observed::default(), &Resolved::default());
         assert!(gone.removals.is_empty());
         assert_eq!(gone.flow, Flow::Continue);
+    }
+
+    #[test]
+    fn objects_this_nova_does_not_control_are_neither_deleted_nor_waited_for() {
+        let foreign = plan(
+            &example(),
+            &Observed {
+                remaining: Vec::new(),
+                foreign: vec!["Database/nova-api".into()],
+            },
+            &Resolved::default(),
+        );
+        assert!(foreign.removals.is_empty());
+        assert_eq!(foreign.flow, Flow::Continue);
+        assert_eq!(
+            foreign.events[0].note,
+            "No MariaDB object of either schema is left; left alone, as this Nova does not control them: Database/nova-api; releasing the finalizer"
+        );
     }
 
     #[test]
