@@ -15,8 +15,11 @@ pub const DEFAULT_PORT: i32 = 3306;
 /// The server a block's schemas live on.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Server {
-    /// A MariaDB of the MariaDB operator: `clusterRef` names it in the Nova's namespace.
+    /// A MariaDB of the MariaDB operator: `clusterRef` names it in the Nova's namespace, on
+    /// the Nova's target cluster (`targetClusterRef`) or the management cluster.
     Managed {
+        /// The target cluster's name; None for the management cluster.
+        target: Option<String>,
         /// The Nova's (and the MariaDB's) namespace.
         namespace: String,
         /// The MariaDB's name.
@@ -34,7 +37,17 @@ pub enum Server {
 impl fmt::Display for Server {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Server::Managed { namespace, cluster } => write!(f, "MariaDB {namespace}/{cluster}"),
+            Server::Managed {
+                target,
+                namespace,
+                cluster,
+            } => {
+                write!(f, "MariaDB {namespace}/{cluster}")?;
+                match target {
+                    Some(target) => write!(f, " of target cluster {target}"),
+                    None => Ok(()),
+                }
+            }
             Server::Brownfield { host, port } => write!(f, "database server {host}:{port}"),
         }
     }
@@ -53,10 +66,11 @@ pub struct Claim {
 }
 
 /// The server of one block; None when it names neither a cluster nor a host.
-fn server(namespace: &str, block: &DatabaseSpec) -> Option<Server> {
+fn server(nova: &Nova, block: &DatabaseSpec) -> Option<Server> {
     if let Some(cluster) = &block.cluster_ref {
         return Some(Server::Managed {
-            namespace: namespace.to_owned(),
+            target: nova.spec.target_cluster_ref.as_ref().map(|t| t.name.clone()),
+            namespace: nova.metadata.namespace.clone().unwrap_or_default(),
             cluster: cluster.name.clone(),
         });
     }
@@ -68,17 +82,16 @@ fn server(namespace: &str, block: &DatabaseSpec) -> Option<Server> {
 
 /// The nova_api, cell and cell0 schemas of `nova`, each with its server.
 pub fn claims(nova: &Nova) -> Vec<Claim> {
-    let namespace = nova.metadata.namespace.as_deref().unwrap_or_default();
     let spec = &nova.spec;
     let mut claims = Vec::new();
-    if let Some(server) = server(namespace, &spec.api_database) {
+    if let Some(server) = server(nova, &spec.api_database) {
         claims.push(Claim {
             server,
             schema: spec.api_database.database.clone(),
             field: "spec.apiDatabase.database",
         });
     }
-    if let Some(server) = server(namespace, &spec.database) {
+    if let Some(server) = server(nova, &spec.database) {
         for schema in [
             spec.database.database.clone(),
             NovaNames::cell0_schema(&spec.database.database),
@@ -205,6 +218,11 @@ mod tests {
         });
         elsewhere.spec.database.cluster_ref = elsewhere.spec.api_database.cluster_ref.clone();
         assert!(conflicts(&elsewhere, [&first]).is_empty());
+        let mut placed = nova("openstack", "b", "nova_api", "nova");
+        placed.spec.target_cluster_ref = Some(crate::v1alpha1::TargetClusterRefSpec {
+            name: "west".into(),
+        });
+        assert!(conflicts(&placed, [&first]).is_empty(), "another cluster's MariaDB");
         assert!(conflicts(&first, [&first.clone()]).is_empty(), "itself");
     }
 
