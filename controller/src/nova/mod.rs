@@ -1,6 +1,7 @@
 //! The Nova controller: its pipeline table, its steps (one file each: observe through the
 //! cluster handle, then a pure plan), its cleanup, its watches and indexes.
 
+pub mod claimants;
 pub mod controller;
 pub mod db_provision;
 #[cfg(test)]
@@ -85,7 +86,7 @@ impl Reconciled for Nova {
     type Resolved = resolved::Resolved;
     type StatusUpdate = resolved::StatusUpdate;
     type Condition = C;
-    type Shared = ();
+    type Shared = claimants::Claimants;
 
     const FINALIZER: &'static str = FINALIZER;
     const TARGET_GATE: C = C::SecretsReady;
