@@ -11,6 +11,7 @@ mod fault_drills;
 mod leader_election;
 mod nova_config;
 mod nova_credentials;
+mod nova_data_retention;
 mod nova_database;
 mod nova_lifecycle;
 mod nova_steady_state;
