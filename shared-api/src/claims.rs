@@ -69,7 +69,11 @@ pub struct Claim {
 fn server(nova: &Nova, block: &DatabaseSpec) -> Option<Server> {
     if let Some(cluster) = &block.cluster_ref {
         return Some(Server::Managed {
-            target: nova.spec.target_cluster_ref.as_ref().map(|t| t.name.clone()),
+            target: nova
+                .spec
+                .target_cluster_ref
+                .as_ref()
+                .map(|t| t.name.clone()),
             namespace: nova.metadata.namespace.clone().unwrap_or_default(),
             cluster: cluster.name.clone(),
         });
@@ -205,7 +209,10 @@ mod tests {
         );
         // cell0 is derived from the cell schema: the first Nova's cell "nova" claims nova_cell0.
         let clash = nova("openstack", "d", "nova_cell0", "x");
-        assert_eq!(conflicts(&clash, [&first])[0].other_field, "spec.database.database");
+        assert_eq!(
+            conflicts(&clash, [&first])[0].other_field,
+            "spec.database.database"
+        );
     }
 
     #[test]
@@ -222,7 +229,10 @@ mod tests {
         placed.spec.target_cluster_ref = Some(crate::v1alpha1::TargetClusterRefSpec {
             name: "west".into(),
         });
-        assert!(conflicts(&placed, [&first]).is_empty(), "another cluster's MariaDB");
+        assert!(
+            conflicts(&placed, [&first]).is_empty(),
+            "another cluster's MariaDB"
+        );
         assert!(conflicts(&first, [&first.clone()]).is_empty(), "itself");
     }
 
@@ -239,11 +249,21 @@ mod tests {
         };
         let first = brownfield("east", "a", "db.example.com", None);
         assert_eq!(
-            conflicts(&brownfield("west", "b", "DB.example.com", Some(3306)), [&first]).len(),
+            conflicts(
+                &brownfield("west", "b", "DB.example.com", Some(3306)),
+                [&first]
+            )
+            .len(),
             3,
             "another namespace, the same server: all three schemas"
         );
-        assert!(conflicts(&brownfield("west", "b", "db.example.com", Some(3307)), [&first]).is_empty());
+        assert!(
+            conflicts(
+                &brownfield("west", "b", "db.example.com", Some(3307)),
+                [&first]
+            )
+            .is_empty()
+        );
     }
 
     #[test]

@@ -202,7 +202,10 @@ async fn clean_up_deleted(
             .unwrap_or("Delete");
         let sql = match (ar.kind.as_str(), policy) {
             (_, "Skip") => None,
-            ("Database", _) => Some(format!("DROP DATABASE IF EXISTS `{}`;\n", sql_name(&object)?)),
+            ("Database", _) => Some(format!(
+                "DROP DATABASE IF EXISTS `{}`;\n",
+                sql_name(&object)?
+            )),
             ("User", _) => Some(format!(
                 "DROP USER IF EXISTS {}@{};\n",
                 literal(&sql_name(&object)?),
@@ -213,7 +216,11 @@ async fn clean_up_deleted(
         eprintln!(
             "[simulated-mariadb-operator] {} {ns}/{meta_name} deleted, cleanupPolicy {policy}: {}",
             ar.kind,
-            if sql.is_some() { "dropping it" } else { "keeping it" }
+            if sql.is_some() {
+                "dropping it"
+            } else {
+                "keeping it"
+            }
         );
         if let Some(sql) = sql {
             let job = job_name(&format!("drop{}", ar.kind), &ns, &meta_name);

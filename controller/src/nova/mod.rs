@@ -24,8 +24,8 @@ use crate::pipeline::kinds::{self, Role};
 use crate::pipeline::{Pass, PlanOf, Reconciled, Stage, member, parallel, seq};
 use steps::{
     compute_config, conductor, config, console_http_route, console_proxy, database, db_archive,
-    db_connection, deployment, endpoint_warnings, finalize, health_check, hpa, http_route, metadata,
-    metadata_http_route, network_policy, scheduler, secrets, transport_url, vpa,
+    db_connection, deployment, endpoint_warnings, finalize, health_check, hpa, http_route,
+    metadata, metadata_http_route, network_policy, scheduler, secrets, transport_url, vpa,
 };
 
 /// One pass over one Nova.

@@ -8,8 +8,7 @@
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{
-    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
-    PropagationPolicy,
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, PropagationPolicy,
 };
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;

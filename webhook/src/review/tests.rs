@@ -484,12 +484,7 @@ fn an_unreachable_api_server_fails_only_the_lookups() {
     // An update of the Example that keeps its schemas where they were needs no lookup at all.
     let h = futures::executor::block_on(handle(
         Webhook::validate::<Nova>(),
-        &review(
-            "Nova",
-            "UPDATE",
-            Some(example_json()),
-            Some(example_json()),
-        ),
+        &review("Nova", "UPDATE", Some(example_json()), Some(example_json())),
         &FailingResolver,
     ));
     assert_eq!(response_json(&h)["allowed"], true);

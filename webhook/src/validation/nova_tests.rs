@@ -1890,7 +1890,12 @@ fn a_schema_another_nova_uses_on_the_same_mariadb_is_refused_naming_it() {
         ..testing::lookups(&["high-priority"])
     };
     assert!(needs_claim_check(&second, None, Operation::Create));
-    let got = validate(&second, None, Operation::Create, &listed(vec![first.clone()]));
+    let got = validate(
+        &second,
+        None,
+        Operation::Create,
+        &listed(vec![first.clone()]),
+    );
     assert_eq!(
         errors(&got),
         vec![
@@ -1899,11 +1904,21 @@ fn a_schema_another_nova_uses_on_the_same_mariadb_is_refused_naming_it() {
     );
     // Itself among the listed Novas (an update) is no conflict; another namespace is another
     // MariaDB.
-    let itself = validate(&first, None, Operation::Create, &listed(vec![first.clone()]));
+    let itself = validate(
+        &first,
+        None,
+        Operation::Create,
+        &listed(vec![first.clone()]),
+    );
     assert!(itself.errors.is_empty(), "{:?}", errors(&itself));
     let mut elsewhere = second.clone();
     elsewhere.metadata.namespace = Some("other".into());
-    let got = validate(&elsewhere, None, Operation::Create, &listed(vec![first.clone()]));
+    let got = validate(
+        &elsewhere,
+        None,
+        Operation::Create,
+        &listed(vec![first.clone()]),
+    );
     assert!(got.errors.is_empty(), "{:?}", errors(&got));
     // An update that keeps every schema where it was lists nothing.
     assert!(!needs_claim_check(&first, Some(&first), Operation::Update));

@@ -158,7 +158,10 @@ async fn the_api_server_defaults_and_validates_through_nova_webhook() {
         "{msg}"
     );
     novas
-        .create(&dry, &serde_json::from_value(unclaimed("nova-b", &ns)).unwrap())
+        .create(
+            &dry,
+            &serde_json::from_value(unclaimed("nova-b", &ns)).unwrap(),
+        )
         .await
         .expect("a Nova on schemas of its own is admitted");
     type Edit = fn(&mut Value);
@@ -280,7 +283,9 @@ async fn the_api_server_defaults_and_validates_through_nova_webhook() {
         (
             "cell0 name",
             |v| {
-                let cell = v["spec"]["database"]["database"].as_str().unwrap_or_default();
+                let cell = v["spec"]["database"]["database"]
+                    .as_str()
+                    .unwrap_or_default();
                 v["spec"]["apiDatabase"]["database"] = json!(format!("{cell}_cell0"))
             },
             "apiDatabase must not name the cell0 schema derived from database",

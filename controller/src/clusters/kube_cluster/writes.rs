@@ -2,9 +2,7 @@
 //! carries the body), the adopt-or-refuse check, deletes and the remote sweep.
 
 use kube::ResourceExt;
-use kube::api::{
-    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions};
 use kube::core::ApiResource;
 
 use crate::clusters::carries::carries;

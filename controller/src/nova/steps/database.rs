@@ -553,7 +553,9 @@ mod tests {
         let mut older = example();
         older.metadata.name = Some("older".into());
         let observed = Observed {
-            claimed: nova_api::claims::conflicts(&nova, [&older]).into_iter().next(),
+            claimed: nova_api::claims::conflicts(&nova, [&older])
+                .into_iter()
+                .next(),
             ..provisioned(&nova)
         };
         let plan = plan(&nova, &observed, &configured());

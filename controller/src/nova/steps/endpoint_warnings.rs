@@ -35,7 +35,9 @@ pub fn plan(nova: &Nova, _: &(), _: &Resolved) -> NovaPlan {
     };
     findings(endpoints)
         .into_iter()
-        .fold(Plan::proceed(), |plan, finding| plan.event(true, REASON, finding))
+        .fold(Plan::proceed(), |plan, finding| {
+            plan.event(true, REASON, finding)
+        })
 }
 
 /// The overrides in effect, by field path.
@@ -65,7 +67,10 @@ pub fn findings(endpoints: &NovaEndpointsSpec) -> Vec<String> {
         .into_iter()
         .filter_map(|(field, url)| {
             let parsed = url::Url::parse(url).ok();
-            let host = parsed.as_ref().and_then(|u| u.host_str()).unwrap_or_default();
+            let host = parsed
+                .as_ref()
+                .and_then(|u| u.host_str())
+                .unwrap_or_default();
             let outside = !in_cluster(host);
             let plain = parsed.as_ref().is_some_and(|u| u.scheme() == "http");
             let problem = match (outside, plain) {
