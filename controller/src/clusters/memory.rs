@@ -330,6 +330,7 @@ impl ClusterWrites for MemoryCluster {
         _: &'a Owner,
         _: &'a ApiResource,
         _: &'a str,
+        _: Option<&'a str>,
     ) -> BoxFuture<'a, Result<(), ClusterError>> {
         Box::pin(async { Ok(()) })
     }

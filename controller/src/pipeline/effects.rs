@@ -150,7 +150,7 @@ impl Effect {
                 owner,
                 kind,
                 name,
-            } => Outcome::Cluster(cluster.writes().delete(owner, kind, name).await),
+            } => Outcome::Cluster(cluster.writes().delete(owner, kind, name, None).await),
         }
     }
 }

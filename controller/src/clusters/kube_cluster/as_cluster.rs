@@ -299,8 +299,9 @@ impl ClusterWrites for KubeCluster {
         owner: &'a Owner,
         kind: &'a ApiResource,
         name: &'a str,
+        seen: Option<&'a str>,
     ) -> BoxFuture<'a, Result<(), ClusterError>> {
-        Box::pin(self.delete_object(owner, kind, name))
+        Box::pin(self.delete_object(owner, kind, name, seen))
     }
 
     fn sweep<'a>(
@@ -327,7 +328,7 @@ impl ClusterWrites for KubeCluster {
                 .filter(|name| !keep.contains(name))
                 .collect();
             for name in &stale {
-                self.delete_object(owner, kind, name).await?;
+                self.delete_object(owner, kind, name, None).await?;
             }
             Ok(stale.len())
         })

@@ -183,19 +183,27 @@ impl KubeCluster {
         }
     }
 
-    /// Deletes `name` only when `owner` controls it, on the UID it was seen with: an object of
-    /// that name someone else controls is left alone, and one replaced since it was seen (a
-    /// precondition conflict) is no longer ours to delete.
+    /// Deletes `name`: with `seen`, the object of that UID; otherwise only when `owner`
+    /// controls it, on the UID it was seen with. An object of that name someone else controls
+    /// is left alone, and one replaced since it was seen (a precondition conflict) is no longer
+    /// ours to delete.
     pub(super) async fn delete_object(
         &self,
         owner: &Owner,
         kind: &ApiResource,
         name: &str,
+        seen: Option<&str>,
     ) -> Result<(), ClusterError> {
         let namespace = owner.namespace.as_str();
         let cache = self.cache(kind)?;
         if !cache.served {
             return Ok(());
+        }
+        let api = self.api(kind, Some(namespace));
+        if let Some(uid) = seen {
+            return delete_in_background(&api, kind, namespace, name, uid)
+                .await
+                .map(drop);
         }
         // In scope the synced cache says what is there: no request (a stale cache is caught
         // next pass); out of scope one metadata read does.
@@ -214,7 +222,7 @@ impl KubeCluster {
         let Some(uid) = seen.metadata.uid.as_deref() else {
             return Ok(());
         };
-        delete_in_background(&self.api(kind, Some(namespace)), kind, namespace, name, uid)
+        delete_in_background(&api, kind, namespace, name, uid)
             .await
             .map(drop)
     }
