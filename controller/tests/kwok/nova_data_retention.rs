@@ -7,9 +7,7 @@
 //! (`nova_testkit::inputs::provide_database`); its finalizer is played by the test's own.
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{
-    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, PropagationPolicy,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams, PropagationPolicy};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
 use nova_controller::objects::kinds;
@@ -43,13 +41,7 @@ async fn provisioned_and_held(client: &Client, ns: &str) {
             .for_object(&api, name, |_| true)
             .await
             .expect("provisioned");
-        api.patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": [HOLD]}})),
-        )
-        .await
-        .expect("hold");
+        hold_by(&api, name, Some(HOLD)).await;
     }
 }
 
@@ -63,13 +55,7 @@ async fn all_skip_then_release(client: &Client, ns: &str) {
             "{kind}/{name}: {:?}",
             object.data["spec"]
         );
-        api.patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .expect("release");
+        hold_by(&api, name, None).await;
     }
 }
 
@@ -80,16 +66,11 @@ async fn all_skip_then_release(client: &Client, ns: &str) {
 /// `cleanupPolicy: Skip`; after the plain delete each of them is being deleted.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deleted_novas_mariadb_objects_keep_their_schemas_by_default() {
-    let cp = nova_test_harness::shared().await.expect("control plane");
-    let client = cp.client().expect("client");
     for (prefix, propagation) in [
         ("nova-retain", None),
         ("nova-retain-orphan", Some(PropagationPolicy::Orphan)),
     ] {
-        let ns = cp.namespace(prefix).await.expect("namespace");
-        provide_inputs(&client, &ns).await;
-        start_controller(client.clone(), &ns).await;
-        let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
+        let (client, ns, novas) = started_namespace(prefix).await;
         novas
             .create(&PostParams::default(), &example(&ns))
             .await
@@ -187,12 +168,7 @@ async fn a_same_named_database_another_owner_controls_survives_a_novas_deletion(
 /// its name; the older provisions as usual.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_younger_of_two_novas_on_one_schema_provisions_nothing() {
-    let cp = nova_test_harness::shared().await.expect("control plane");
-    let client = cp.client().expect("client");
-    let ns = cp.namespace("nova-claim").await.expect("namespace");
-    provide_inputs(&client, &ns).await;
-    start_controller(client.clone(), &ns).await;
-    let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
+    let (client, ns, novas) = started_namespace("nova-claim").await;
     novas
         .create(&PostParams::default(), &example(&ns))
         .await
