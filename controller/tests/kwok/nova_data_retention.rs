@@ -7,7 +7,9 @@
 //! (`nova_testkit::inputs::provide_database`); its finalizer is played by the test's own.
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams, PropagationPolicy};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, PropagationPolicy,
+};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
 use nova_controller::objects::kinds;
@@ -33,7 +35,8 @@ fn mariadb_api(client: &Client, ns: &str, kind: usize) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), ns, &kinds::mariadb_children()[kind])
 }
 
-/// Waits until every MariaDB object of the Example exists, then holds each by [`HOLD`].
+/// Waits until every MariaDB object of the Example exists, then holds each by [`HOLD`] and
+/// strips its `cleanupPolicy`, as an object applied before the field existed carries none.
 async fn provisioned_and_held(client: &Client, ns: &str) {
     for (kind, name) in PROVISIONED {
         let api = mariadb_api(client, ns, kind);
@@ -42,6 +45,13 @@ async fn provisioned_and_held(client: &Client, ns: &str) {
             .await
             .expect("provisioned");
         hold_by(&api, name, Some(HOLD)).await;
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"cleanupPolicy": null}})),
+        )
+        .await
+        .expect("cleanupPolicy stripped");
     }
 }
 
@@ -60,9 +70,10 @@ async fn all_skip_then_release(client: &Client, ns: &str) {
 }
 
 /// Injects: the Example Nova (default deletionPolicy) provisioned, its eight MariaDB objects
-/// held by a finalizer, then a plain delete in one namespace and a delete with
-/// `propagationPolicy: Orphan` in another. Asserts: both Novas are finalized, and each MariaDB
-/// object the deletion reached (deleted by the finalizer, or orphaned) carries
+/// held by a finalizer and stripped of their `cleanupPolicy` (as before the field existed),
+/// then a plain delete in one namespace and a delete with `propagationPolicy: Orphan` in
+/// another. Asserts: both Novas are finalized, and each MariaDB object the deletion reached
+/// (deleted by the finalizer, which first re-applies the policy, or orphaned) carries
 /// `cleanupPolicy: Skip`; after the plain delete each of them is being deleted.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deleted_novas_mariadb_objects_keep_their_schemas_by_default() {

@@ -6,10 +6,11 @@ use kube::core::ApiResource;
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::Nova;
 
+use crate::nova::db_provision::{self, BlockObserved};
 use crate::nova::resolved::Resolved;
 use crate::nova::steps::database::mariadb_child;
 use crate::nova::{NovaPass, NovaPlan};
-use crate::objects::kinds;
+use crate::objects::{Child, kinds};
 use crate::pipeline::kinds::{Uses, reads};
 use crate::pipeline::{Plan, REQUEUE_DATABASE_WAIT, StepError, StepFuture, observe_then_plan};
 
@@ -90,11 +91,38 @@ async fn observe(pass: &NovaPass) -> Result<Observed, StepError> {
     Ok(observed)
 }
 
-/// The cleanup plan: delete every remaining object; while any was live, wait and keep the
-/// finalizer; once none is, release it.
-pub fn plan(_: &Nova, observed: &Observed, _: &Resolved) -> NovaPlan {
+/// Every MariaDB object the Database step would apply for `nova`, fully provisioned: what a
+/// live object is brought to before its delete, so it carries the block's current
+/// `cleanupPolicy` (an object applied before the policy existed carries none, and the MariaDB
+/// operator's default would drop its schema).
+fn provisioned(nova: &Nova) -> Vec<Child> {
+    db_provision::blocks(nova)
+        .iter()
+        .flat_map(|block| {
+            let all_ready = BlockObserved {
+                cluster_ready: true,
+                ready: block.objects().into_iter().collect(),
+            };
+            db_provision::provision(block, &all_ready).0
+        })
+        .collect()
+}
+
+/// The cleanup plan: bring every live object to the block's cleanup policy, then delete every
+/// remaining object; while any was live, wait and keep the finalizer; once none is, release
+/// it.
+pub fn plan(nova: &Nova, observed: &Observed, _: &Resolved) -> NovaPlan {
     let remaining = &observed.remaining;
     let mut plan = Plan::proceed();
+    let desired = provisioned(nova);
+    for object in remaining.iter().filter(|o| o.live) {
+        if let Some(child) = desired
+            .iter()
+            .find(|c| c.kind == object.kind && c.name == object.name)
+        {
+            plan = plan.apply(child.clone());
+        }
+    }
     for object in remaining {
         plan = plan.remove(object.kind.clone(), object.name.clone());
     }
@@ -150,6 +178,19 @@ mod tests {
         );
         assert_eq!(held.flow, Flow::RequeueAfter(REQUEUE_DATABASE_WAIT));
         assert_eq!(held.removals.len(), 2);
+        // The live one is first brought to the block's cleanup policy, the terminating one not.
+        assert_eq!(held.children.len(), 1);
+        assert_eq!(held.children[0].name, "nova-nova-cell0");
+        let owner = crate::objects::Owner {
+            kind: "Nova".into(),
+            namespace: "openstack".into(),
+            reference: None,
+            labels: Default::default(),
+        };
+        assert_eq!(
+            held.children[0].stamped(&owner).expect("stamps")["spec"]["cleanupPolicy"],
+            "Skip"
+        );
         assert_eq!(held.events[0].reason, "FinalizingDatabase");
         let terminating = plan(
             &example(),
