@@ -4,10 +4,10 @@
 //! drop them under `Delete`), and a Nova re-created on them finds the cells it had and reaches
 //! Ready.
 
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, PostParams};
 use nova_api::v1alpha1::Nova;
 use nova_test_harness::images::{nova_image, pinned};
-use nova_testkit::prelude::{about_nova, holds};
+use nova_testkit::prelude::{delete_until_gone_within, holds};
 use nova_testkit::real::*;
 use nova_testkit::stack::RELEASE;
 
@@ -45,19 +45,7 @@ async fn a_default_policy_delete_keeps_the_rows_and_a_recreated_nova_becomes_rea
     )
     .await;
 
-    novas
-        .delete("nova", &DeleteParams::default())
-        .await
-        .expect("delete");
-    about_nova(
-        &novas,
-        "nova",
-        "the finalizer released the Nova",
-        REAL_TIMEOUT,
-    )
-    .for_deletion(&novas, "nova")
-    .await
-    .expect("the Nova is gone");
+    delete_until_gone_within(&novas, REAL_TIMEOUT).await;
 
     novas
         .create(&PostParams::default(), &nova)
