@@ -80,7 +80,7 @@ spelled_enum! {
         ImageReleaseMismatch, DBSyncFailed, DBSyncInProgress, VersionParseError,
         DowngradeNotSupported, UpgradePathInvalid, UpgradeTargetChanged, ExpandInProgress,
         MigrateInProgress, UpgradeRollingUpdate, ContractInProgress, ExpandFailed,
-        MigrateFailed, ContractFailed,
+        MigrateFailed, ContractFailed, SchemaInUse,
         // Nova: the workloads.
         ConductorReady, WaitingForConductor, SchedulerReady, WaitingForScheduler,
         MetadataReady, WaitingForMetadata, ConsoleProxyReady, ConsoleProxyDisabled,
@@ -221,6 +221,7 @@ impl NovaConditionType {
                     R::ExpandFailed,
                     R::MigrateFailed,
                     R::ContractFailed,
+                    R::SchemaInUse,
                 ],
             ),
             N::ConductorReady => vocab(&[R::ConductorReady], &[R::WaitingForConductor]),

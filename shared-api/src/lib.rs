@@ -1,6 +1,7 @@
 //! The contract between `nova-webhook` and `nova-controller`: the custom resource types and
 //! every name, condition, owned key and resolved value both binaries must agree on.
 
+pub mod claims;
 pub mod conditions;
 pub mod crd;
 pub mod defaults;

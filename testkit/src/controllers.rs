@@ -243,3 +243,15 @@ pub fn passes(metrics: &Metrics) -> u64 {
         .with_label_values(&["Secrets"])
         .get_sample_count()
 }
+
+/// A namespace of the binary's shared control plane named after `prefix`, with every input
+/// (`provide_inputs`) and the Nova controller running in it, and its Novas.
+pub async fn started_namespace(prefix: &str) -> (Client, String, Api<nova_api::v1alpha1::Nova>) {
+    let cp = nova_test_harness::shared().await.expect("control plane");
+    let client = cp.client().expect("client");
+    let ns = cp.namespace(prefix).await.expect("namespace");
+    crate::inputs::provide_inputs(&client, &ns).await;
+    start_controller(client.clone(), &ns).await;
+    let novas = Api::namespaced(client.clone(), &ns);
+    (client, ns, novas)
+}

@@ -47,6 +47,20 @@ pub fn example(ns: &str) -> Nova {
     nova
 }
 
+/// Gives `nova` schemas of its own, derived from its name (`<name>_api`, `<name>_cell`, `-` as
+/// `_`), so several Novas of one namespace and MariaDB pass the schema claim check.
+pub fn own_schemas(mut nova: Nova) -> Nova {
+    let base = nova
+        .metadata
+        .name
+        .as_deref()
+        .unwrap_or_default()
+        .replace('-', "_");
+    nova.spec.api_database.database = format!("{base}_api");
+    nova.spec.database.database = format!("{base}_cell");
+    nova
+}
+
 /// The label the pools of these suites select their kwok nodes by.
 pub const POOL_LABEL: &str = "test.nova.c5c3.io/pool";
 

@@ -308,3 +308,15 @@ pub async fn versions(api: &Api<Secret>, names: &[&str]) -> Vec<String> {
     }
     versions
 }
+
+/// Holds the MariaDB object `name` of `api` by `finalizer`, as its operator's finalizer would,
+/// or lets it go (`None`).
+pub async fn hold_by(api: &Api<DynamicObject>, name: &str, finalizer: Option<&str>) {
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": finalizer.map(|f| [f])}})),
+    )
+    .await
+    .expect("the finalizers written");
+}

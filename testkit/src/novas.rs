@@ -98,11 +98,16 @@ async fn wait_reason(
 
 /// Deletes the Nova `nova` and waits until its finalizer released it.
 pub async fn delete_until_gone(novas: &Api<Nova>) {
+    delete_until_gone_within(novas, TIMEOUT).await;
+}
+
+/// [`delete_until_gone`], waiting at most `timeout`.
+pub async fn delete_until_gone_within(novas: &Api<Nova>, timeout: Duration) {
     novas
         .delete("nova", &DeleteParams::default())
         .await
         .expect("delete");
-    about_nova(novas, "nova", "the finalizer released the Nova", TIMEOUT)
+    about_nova(novas, "nova", "the finalizer released the Nova", timeout)
         .for_deletion(novas, "nova")
         .await
         .expect("the Nova is gone");

@@ -4,7 +4,12 @@
 //!
 //! - **simulated mariadb-operator**: a `Database`, `User` or `Grant` (`k8s.mariadb.com/v1alpha1`)
 //!   creates the real schema, user (password from its `passwordSecretKeyRef`) or grant in the
-//!   shared MariaDB, then reports `Ready`.
+//!   shared MariaDB, then reports `Ready`. Once a `Database` or `User` it created is deleted, it
+//!   honours the object's last seen `spec.cleanupPolicy` as the real operator's finalizer does:
+//!   `Delete` (also its default when unset) drops the schema or the user, `Skip` leaves it and
+//!   its rows. It sets no finalizer (a namespace deleted after the simulation stopped must not
+//!   hang), so a deletion while it is not running is not cleaned up; a `Grant`'s privileges go
+//!   with its user.
 //! - **simulated rabbitmq-cluster-operator**: a `RabbitmqCluster` gets a real broker of its own,
 //!   a RabbitMQ Deployment and Service named after it in its namespace, as the real operator
 //!   gives it a StatefulSet, and once that broker is available a `<name>-default-user` Secret
@@ -63,8 +68,9 @@ pub fn start(os: &OpenStack) -> Result<SimulatedOperators> {
             };
             runtime.block_on(async move {
                 let mut done = Done::new();
+                let mut created = Created::new();
                 while !flag.load(Ordering::SeqCst) {
-                    if let Err(e) = reconcile_all(&os, &mut done).await {
+                    if let Err(e) = reconcile_all(&os, &mut done, &mut created).await {
                         eprintln!("[simulated operators] {e}");
                     }
                     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -83,7 +89,11 @@ fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource
 /// from their conditions, so the status alone cannot say a generation was handled.
 type Done = std::collections::HashSet<(String, i64)>;
 
-async fn reconcile_all(os: &OpenStack, done: &mut Done) -> Result<()> {
+/// The MariaDB objects whose SQL side the simulated operator created, by (kind, UID): what it
+/// cleans up once they are gone.
+type Created = std::collections::HashMap<(String, String), DynamicObject>;
+
+async fn reconcile_all(os: &OpenStack, done: &mut Done, created: &mut Created) -> Result<()> {
     let client = os.client()?;
     for (kind, plural) in [
         ("Database", "databases"),
@@ -91,8 +101,12 @@ async fn reconcile_all(os: &OpenStack, done: &mut Done) -> Result<()> {
         ("Grant", "grants"),
     ] {
         let ar = resource("k8s.mariadb.com", "v1alpha1", kind, plural);
+        clean_up_deleted(os, &client, &ar, created).await?;
         for object in pending(&client, &ar, done).await? {
             let outcome = mariadb_effect(os, &client, kind, &object).await;
+            if outcome.is_ok() {
+                created.insert((kind.to_owned(), key(&object).0), object.clone());
+            }
             report(
                 &client,
                 &ar,
@@ -151,6 +165,77 @@ fn key(object: &DynamicObject) -> (String, i64) {
     (
         object.metadata.uid.clone().unwrap_or_default(),
         object.metadata.generation.unwrap_or(0),
+    )
+}
+
+/// Carries out the cleanup policy of every created object of `ar`'s kind that is gone: under
+/// `Delete` (or unset) the schema or user is dropped, under `Skip` nothing is.
+async fn clean_up_deleted(
+    os: &OpenStack,
+    client: &kube::Client,
+    ar: &ApiResource,
+    created: &mut Created,
+) -> Result<()> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
+    let live: std::collections::HashSet<String> = api
+        .list_metadata(&ListParams::default())
+        .await
+        .map_err(kube_err(format!("listing {}", ar.plural)))?
+        .items
+        .into_iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .filter_map(|m| m.metadata.uid)
+        .collect();
+    let gone: Vec<(String, String)> = created
+        .keys()
+        .filter(|(kind, uid)| *kind == ar.kind && !live.contains(uid))
+        .cloned()
+        .collect();
+    for slot in gone {
+        let Some(object) = created.remove(&slot) else {
+            continue;
+        };
+        let meta_name = object.metadata.name.clone().unwrap_or_default();
+        let ns = object.metadata.namespace.clone().unwrap_or_default();
+        let policy = object.data["spec"]["cleanupPolicy"]
+            .as_str()
+            .unwrap_or("Delete");
+        let sql = match (ar.kind.as_str(), policy) {
+            (_, "Skip") => None,
+            ("Database", _) => Some(format!(
+                "DROP DATABASE IF EXISTS `{}`;\n",
+                sql_name(&object)?
+            )),
+            ("User", _) => Some(format!(
+                "DROP USER IF EXISTS {}@{};\n",
+                literal(&sql_name(&object)?),
+                literal(object.data["spec"]["host"].as_str().unwrap_or("%"))
+            )),
+            _ => None,
+        };
+        eprintln!(
+            "[simulated-mariadb-operator] {} {ns}/{meta_name} deleted, cleanupPolicy {policy}: {}",
+            ar.kind,
+            if sql.is_some() {
+                "dropping it"
+            } else {
+                "keeping it"
+            }
+        );
+        if let Some(sql) = sql {
+            let job = job_name(&format!("drop{}", ar.kind), &ns, &meta_name);
+            os.run_sql(&job, &sql).await?;
+        }
+    }
+    Ok(())
+}
+
+/// The SQL name of a Database or User: `spec.name`, else the object's name.
+fn sql_name(object: &DynamicObject) -> Result<String> {
+    let meta_name = object.metadata.name.clone().unwrap_or_default();
+    identifier(
+        "spec.name",
+        object.data["spec"]["name"].as_str().unwrap_or(&meta_name),
     )
 }
 
@@ -256,7 +341,7 @@ async fn mariadb_effect(
     let spec = &object.data["spec"];
     let meta_name = object.metadata.name.clone().unwrap_or_default();
     let ns = object.metadata.namespace.clone().unwrap_or_default();
-    let name = identifier("spec.name", spec["name"].as_str().unwrap_or(&meta_name))?;
+    let name = sql_name(object)?;
     let host = spec["host"].as_str().unwrap_or("%").to_owned();
     let sql = match kind {
         "Database" => format!(

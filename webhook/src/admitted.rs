@@ -42,10 +42,11 @@ impl Admitted for Nova {
         default_nova_reporting(spec, changes);
     }
 
-    fn needs(&self, _old: Option<&Self>, _op: Operation) -> Needs {
+    fn needs(&self, old: Option<&Self>, op: Operation) -> Needs {
         Needs {
             priority_classes: validation::nova::priority_class_names(&self.spec),
             nova: None,
+            novas: validation::nova::needs_claim_check(self, old, op),
         }
     }
 
@@ -72,6 +73,7 @@ impl Admitted for NovaCompute {
         Needs {
             priority_classes: Vec::new(),
             nova,
+            novas: false,
         }
     }
 

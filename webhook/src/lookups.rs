@@ -1,8 +1,9 @@
 //! The lookups that need the API server, as one snapshot resolved before validation runs (so
-//! validation stays synchronous and pure): PriorityClass existence (cached briefly) and the
-//! Nova a NovaCompute joins (uncached). An unreachable API server never stops the webhook from
-//! answering: the PriorityClass check fails closed on its field, the Nova read fails the
-//! NovaCompute admission as an internal error.
+//! validation stays synchronous and pure): PriorityClass existence (cached briefly), the
+//! Nova a NovaCompute joins (uncached) and every Nova, for the schema claim check (uncached).
+//! An unreachable API server never stops the webhook from answering: the PriorityClass and
+//! claim checks fail closed on their fields, the Nova read fails the NovaCompute admission as
+//! an internal error.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -48,6 +49,15 @@ pub struct NovaRef {
     pub name: String,
 }
 
+/// The Novas of the cluster, as the schema claim check needs them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NovaList {
+    /// Every Nova the API server listed.
+    Listed(Vec<Nova>),
+    /// The API server could not be asked; the claim check fails closed.
+    Unavailable(String),
+}
+
 /// What one admission needs asked of the API server.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Needs {
@@ -55,12 +65,14 @@ pub struct Needs {
     pub priority_classes: Vec<String>,
     /// The Nova to read, when the catalog check runs.
     pub nova: Option<NovaRef>,
+    /// Whether to list every Nova, when the schema claim check runs.
+    pub novas: bool,
 }
 
 impl Needs {
     /// Whether nothing has to be asked.
     pub fn is_empty(&self) -> bool {
-        self.priority_classes.is_empty() && self.nova.is_none()
+        self.priority_classes.is_empty() && self.nova.is_none() && !self.novas
     }
 }
 
@@ -72,6 +84,8 @@ pub struct Lookups {
     pub priority_classes: Option<BTreeMap<String, PriorityClassLookup>>,
     /// The Nova a NovaCompute joins, when it was read.
     pub nova: Option<NovaRelease>,
+    /// Every Nova, when they were listed; `None` skips the claim check.
+    pub novas: Option<NovaList>,
 }
 
 impl Lookups {
@@ -93,7 +107,8 @@ pub trait Resolver: Send + Sync {
     fn resolve<'a>(&'a self, needs: &'a Needs) -> BoxFuture<'a, Result<Lookups, String>>;
 }
 
-/// A resolver without a cluster: every PriorityClass check skipped, every Nova absent.
+/// A resolver without a cluster: every PriorityClass and claim check skipped, every Nova
+/// absent.
 pub struct Offline;
 
 impl Resolver for Offline {
@@ -101,6 +116,7 @@ impl Resolver for Offline {
         Box::pin(std::future::ready(Ok(Lookups {
             priority_classes: None,
             nova: needs.nova.as_ref().map(|_| NovaRelease::NotFound),
+            novas: None,
         })))
     }
 }
@@ -185,6 +201,23 @@ impl KubeResolver {
     }
 }
 
+impl KubeResolver {
+    async fn novas(&self) -> NovaList {
+        let Some(client) = &self.client else {
+            return NovaList::Unavailable(self.why_no_client.clone());
+        };
+        let api: Api<Nova> = Api::all(client.clone());
+        match tokio::time::timeout(LOOKUP_TIMEOUT, api.list(&Default::default())).await {
+            Err(_) => NovaList::Unavailable(format!(
+                "the Kubernetes API did not answer within {}s",
+                LOOKUP_TIMEOUT.as_secs()
+            )),
+            Ok(Err(e)) => NovaList::Unavailable(format!("the Kubernetes API is unavailable: {e}")),
+            Ok(Ok(list)) => NovaList::Listed(list.items),
+        }
+    }
+}
+
 impl Resolver for KubeResolver {
     fn resolve<'a>(&'a self, needs: &'a Needs) -> BoxFuture<'a, Result<Lookups, String>> {
         Box::pin(async move {
@@ -199,6 +232,10 @@ impl Resolver for KubeResolver {
                 None => None,
                 Some(r) => Some(self.nova(r).await?),
             };
+            let novas = match needs.novas {
+                false => None,
+                true => Some(self.novas().await),
+            };
             Ok(Lookups {
                 priority_classes: Some(
                     needs
@@ -209,6 +246,7 @@ impl Resolver for KubeResolver {
                         .collect(),
                 ),
                 nova,
+                novas,
             })
         })
     }

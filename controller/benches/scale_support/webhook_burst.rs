@@ -24,7 +24,7 @@ use nova_test_harness::{
 
 use super::controller_process::{free_port, usage_of};
 use super::prometheus::{self, Sample};
-use nova_testkit::fixtures::example;
+use nova_testkit::fixtures::{example, own_schemas};
 
 const GROUP: &str = "nova.openstack.c5c3.io";
 
@@ -251,6 +251,7 @@ async fn burst(
     let mut latencies: Vec<f64> = futures::stream::iter((0..creates).map(|i| {
         let (novas, mut nova) = (novas.clone(), example(ns));
         nova.metadata.name = Some(format!("burst-{i:04}"));
+        let nova = own_schemas(nova);
         async move {
             let sent = Instant::now();
             novas.create(&PostParams::default(), &nova).await?;

@@ -17,7 +17,7 @@ use nova_controller::objects::kinds as external;
 use serde_json::json;
 
 use super::openstack_double::Hosts;
-use nova_testkit::fixtures::{POOL_LABEL, example, pool, zoned_node};
+use nova_testkit::fixtures::{POOL_LABEL, example, own_schemas, pool, zoned_node};
 use nova_testkit::inputs::provide_inputs;
 
 /// Nodes per pool.
@@ -84,6 +84,7 @@ pub async fn create(client: &Client, ns: &str, n: usize) {
     create_all(0..n, |i| {
         let (novas, mut nova) = (novas.clone(), example(ns));
         nova.metadata.name = Some(nova_name(i));
+        let nova = own_schemas(nova);
         async move { novas.create(&PostParams::default(), &nova).await.map(drop) }
     })
     .await;

@@ -327,9 +327,10 @@ impl ClusterWrites for MemoryCluster {
 
     fn delete<'a>(
         &'a self,
+        _: &'a Owner,
         _: &'a ApiResource,
         _: &'a str,
-        _: &'a str,
+        _: Option<&'a str>,
     ) -> BoxFuture<'a, Result<(), ClusterError>> {
         Box::pin(async { Ok(()) })
     }

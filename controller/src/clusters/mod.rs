@@ -315,12 +315,16 @@ pub trait ClusterWrites: Send + Sync {
         child: &'a Child,
     ) -> BoxFuture<'a, Result<Applied, ClusterError>>;
 
-    /// Deletes an object by name (in the background); an object already gone is not an error.
+    /// Deletes an object by name in the owner's namespace (in the background): with `seen`,
+    /// exactly the object of that UID (one the caller observed and vouches for); without, only
+    /// when the owner controls it, on the UID the handle sees. An object already gone, replaced
+    /// or controlled by someone else is not an error, and is left alone.
     fn delete<'a>(
         &'a self,
+        owner: &'a Owner,
         kind: &'a ApiResource,
-        namespace: &'a str,
         name: &'a str,
+        seen: Option<&'a str>,
     ) -> BoxFuture<'a, Result<(), ClusterError>>;
 
     /// Deletes (in the background) every object of `kind` in the owner's namespace that

@@ -17,6 +17,7 @@ use nova_api::effective;
 use nova_api::v1alpha1::{Nova, SecretStoreKind};
 
 use super::TABLES;
+use super::claimants::Claimants;
 use crate::clusters::{KindSpec, KubeCluster, Meta};
 use crate::metrics::Metrics;
 use crate::objects::kinds;
@@ -135,20 +136,20 @@ pub async fn run(
     options: Options,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let (store, writer) = reflector::store();
     let ctx = runner::context::<Nova>(
         &client,
         cluster.clone(),
         metrics,
         "nova-controller",
         &options,
-        Arc::default(),
+        Arc::new(Claimants::new(store.clone())),
     );
     let index = Arc::new(ReferenceIndex::new(references));
     let follow = {
         let index = index.clone();
         move |event: &watcher::Event<Nova>| index.apply(event)
     };
-    let (store, writer) = reflector::store();
     let local = kinds().into_iter().map(|spec| {
         let index = index.clone();
         let kind = spec.resource;

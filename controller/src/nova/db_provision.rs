@@ -175,12 +175,16 @@ pub fn provision(block: &Block, observed: &BlockObserved) -> (Vec<Child>, Outcom
             message: message.to_owned(),
         })
     };
-    let mut children = vec![mariadb::database(&block.instance, cluster, schema)];
+    let target = mariadb::Target {
+        cluster,
+        cleanup_policy: block.spec.deletion_policy().cleanup_policy(),
+    };
+    let mut children = vec![mariadb::database(&block.instance, target, schema)];
     children.extend(
         block
             .additional
             .iter()
-            .map(|(name, s)| mariadb::database(name, cluster, s)),
+            .map(|(name, s)| mariadb::database(name, target, s)),
     );
     let databases_ready = ready(MariaDbKind::Database, &block.instance)
         && block
@@ -195,7 +199,7 @@ pub fn provision(block: &Block, observed: &BlockObserved) -> (Vec<Child>, Outcom
     }
     children.push(mariadb::user(
         &block.instance,
-        cluster,
+        target,
         &block.spec.secret_ref.name,
         block.max_user_connections,
     ));
@@ -205,7 +209,7 @@ pub fn provision(block: &Block, observed: &BlockObserved) -> (Vec<Child>, Outcom
     }
     children.push(mariadb::grant(
         &block.instance,
-        cluster,
+        target,
         schema,
         &block.instance,
     ));
@@ -213,7 +217,7 @@ pub fn provision(block: &Block, observed: &BlockObserved) -> (Vec<Child>, Outcom
         block
             .additional
             .iter()
-            .map(|(name, s)| mariadb::grant(name, cluster, s, &block.instance)),
+            .map(|(name, s)| mariadb::grant(name, target, s, &block.instance)),
     );
     let grants_ready = ready(MariaDbKind::Grant, &block.instance)
         && block

@@ -1,6 +1,7 @@
 //! The Nova controller: its pipeline table, its steps (one file each: observe through the
 //! cluster handle, then a pure plan), its cleanup, its watches and indexes.
 
+pub mod claimants;
 pub mod controller;
 pub mod db_provision;
 #[cfg(test)]
@@ -23,8 +24,8 @@ use crate::pipeline::kinds::{self, Role};
 use crate::pipeline::{Pass, PlanOf, Reconciled, Stage, member, parallel, seq};
 use steps::{
     compute_config, conductor, config, console_http_route, console_proxy, database, db_archive,
-    db_connection, deployment, finalize, health_check, hpa, http_route, metadata,
-    metadata_http_route, network_policy, scheduler, secrets, transport_url, vpa,
+    db_connection, deployment, endpoint_warnings, finalize, health_check, hpa, http_route,
+    metadata, metadata_http_route, network_policy, scheduler, secrets, transport_url, vpa,
 };
 
 /// One pass over one Nova.
@@ -35,7 +36,8 @@ pub type NovaPlan = PlanOf<Nova>;
 /// The Nova pipeline, in order. The workload steps run behind the Database step, in the order
 /// a release upgrade rolls them; DBArchive follows them, and the parallel group behind it has no
 /// inter-dependency. Each row names a file in `steps/`.
-pub static PIPELINE: [Stage<Nova>; 13] = [
+pub static PIPELINE: [Stage<Nova>; 14] = [
+    seq("EndpointWarnings", C::SecretsReady, endpoint_warnings::run),
     seq("Secrets", C::SecretsReady, secrets::run).using(secrets::KINDS),
     seq("DBConnectionSecrets", C::SecretsReady, db_connection::run).using(db_connection::KINDS),
     seq("TransportURLSecret", C::SecretsReady, transport_url::run).using(transport_url::KINDS),
@@ -85,7 +87,7 @@ impl Reconciled for Nova {
     type Resolved = resolved::Resolved;
     type StatusUpdate = resolved::StatusUpdate;
     type Condition = C;
-    type Shared = ();
+    type Shared = claimants::Claimants;
 
     const FINALIZER: &'static str = FINALIZER;
     const TARGET_GATE: C = C::SecretsReady;

@@ -253,8 +253,8 @@ async fn observe_and_decide(
         }
         (Action::Delete, _) => Some(Effect::DeleteFor {
             cluster: cluster.clone(),
+            owner: Box::new(owner),
             kind: ApiResource::erase::<Job>(&()),
-            namespace,
             name: job_name,
         }),
         _ => None,

@@ -45,10 +45,10 @@ pub enum Effect {
     DeleteFor {
         /// The other CR's cluster.
         cluster: Handle,
+        /// The other CR, which must control the child (its namespace is the child's).
+        owner: Box<Owner>,
         /// Its kind.
         kind: ApiResource,
-        /// Its namespace.
-        namespace: String,
         /// Its name.
         name: String,
     },
@@ -115,11 +115,8 @@ impl Effect {
                 owner.reference.as_ref().map_or("", |r| r.name.as_str())
             ),
             Effect::DeleteFor {
-                kind,
-                namespace,
-                name,
-                ..
-            } => format!("deleting {} {namespace}/{name}", kind.kind),
+                owner, kind, name, ..
+            } => format!("deleting {} {}/{name}", kind.kind, owner.namespace),
         }
     }
 
@@ -150,10 +147,10 @@ impl Effect {
             } => Outcome::Cluster(cluster.writes().apply(owner, child).await.map(drop)),
             Effect::DeleteFor {
                 cluster,
+                owner,
                 kind,
-                namespace,
                 name,
-            } => Outcome::Cluster(cluster.writes().delete(kind, namespace, name).await),
+            } => Outcome::Cluster(cluster.writes().delete(owner, kind, name, None).await),
         }
     }
 }

@@ -277,7 +277,12 @@ async fn carry_out<K: Reconciled>(pass: &Pass<K>, plan: &PlanOf<K>) -> Result<()
     }
     for removal in &plan.removals {
         cluster
-            .delete(&removal.kind, &pass.owner.namespace, &removal.name)
+            .delete(
+                &pass.owner,
+                &removal.kind,
+                &removal.name,
+                removal.uid.as_deref(),
+            )
             .await?;
     }
     for prune in &plan.prunes {

@@ -137,6 +137,9 @@ pub struct Removal {
     pub kind: ApiResource,
     /// The name, in the CR's namespace.
     pub name: String,
+    /// The UID of the object the step observed and vouches for, which need not be the CR's
+    /// (a mirror another writer created); None deletes it only when the CR controls it.
+    pub uid: Option<String>,
 }
 
 /// A Job that reached a terminal condition, to be counted once per Job UID
@@ -283,11 +286,22 @@ impl<C, S, R: Default> Plan<C, S, R> {
         self
     }
 
-    /// Adds an object to delete.
+    /// Adds an object to delete, if the CR controls it.
     pub fn remove(mut self, kind: ApiResource, name: impl Into<String>) -> Self {
         self.removals.push(Removal {
             kind,
             name: name.into(),
+            uid: None,
+        });
+        self
+    }
+
+    /// Adds the object the step observed with `uid` to delete, whoever controls it.
+    pub fn remove_seen(mut self, kind: ApiResource, name: impl Into<String>, uid: String) -> Self {
+        self.removals.push(Removal {
+            kind,
+            name: name.into(),
+            uid: Some(uid),
         });
         self
     }

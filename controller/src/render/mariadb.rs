@@ -37,15 +37,26 @@ impl MariaDbKind {
     }
 }
 
-/// The `Database` CR `name` creating the SQL schema `schema` on the MariaDB `cluster`.
-pub fn database(name: &str, cluster: &str, schema: &str) -> Child {
+/// Where a block's objects go and what the MariaDB operator does with the SQL side when they
+/// are deleted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Target<'a> {
+    /// The MariaDB cluster in the CR's namespace.
+    pub cluster: &'a str,
+    /// The objects' `spec.cleanupPolicy`: `Skip` keeps the schema or user, `Delete` drops it.
+    pub cleanup_policy: &'static str,
+}
+
+/// The `Database` CR `name` creating the SQL schema `schema` on the target's cluster.
+pub fn database(name: &str, target: Target<'_>, schema: &str) -> Child {
     Child::dynamic(
         MariaDbKind::Database.resource(),
         name,
         json!({
             "metadata": {},
             "spec": {
-                "mariaDbRef": {"name": cluster},
+                "mariaDbRef": {"name": target.cluster},
+                "cleanupPolicy": target.cleanup_policy,
                 "characterSet": "utf8",
                 "collate": "utf8_general_ci",
                 "name": schema,
@@ -57,9 +68,15 @@ pub fn database(name: &str, cluster: &str, schema: &str) -> Child {
 /// The `User` CR `name` (also the SQL user name), its password read by the MariaDB operator
 /// from the upstream Secret `password_secret`; `max_user_connections` is written only when
 /// sized (> 0), so the CRD default applies otherwise.
-pub fn user(name: &str, cluster: &str, password_secret: &str, max_user_connections: i32) -> Child {
+pub fn user(
+    name: &str,
+    target: Target<'_>,
+    password_secret: &str,
+    max_user_connections: i32,
+) -> Child {
     let mut spec = json!({
-        "mariaDbRef": {"name": cluster},
+        "mariaDbRef": {"name": target.cluster},
+        "cleanupPolicy": target.cleanup_policy,
         "passwordSecretKeyRef": {"name": password_secret, "key": PASSWORD_KEY},
     });
     if max_user_connections > 0 {
@@ -73,14 +90,15 @@ pub fn user(name: &str, cluster: &str, password_secret: &str, max_user_connectio
 }
 
 /// The `Grant` CR `name` giving the SQL user `username` every privilege on `schema`.
-pub fn grant(name: &str, cluster: &str, schema: &str, username: &str) -> Child {
+pub fn grant(name: &str, target: Target<'_>, schema: &str, username: &str) -> Child {
     Child::dynamic(
         MariaDbKind::Grant.resource(),
         name,
         json!({
             "metadata": {},
             "spec": {
-                "mariaDbRef": {"name": cluster},
+                "mariaDbRef": {"name": target.cluster},
+                "cleanupPolicy": target.cleanup_policy,
                 "privileges": ["ALL PRIVILEGES"],
                 "database": schema,
                 "table": "*",
@@ -106,29 +124,39 @@ mod tests {
         child.stamped(&owner).expect("stamps")
     }
 
+    const DB: Target<'static> = Target {
+        cluster: "db",
+        cleanup_policy: "Skip",
+    };
+
     #[test]
     fn the_three_objects_carry_exactly_the_fields_the_flow_owns() {
+        let target = Target {
+            cluster: "openstack-mariadb",
+            cleanup_policy: "Delete",
+        };
         assert_eq!(
-            body(&database("nova-api", "openstack-mariadb", "nova_api")),
+            body(&database("nova-api", target, "nova_api")),
             json!({"apiVersion": "k8s.mariadb.com/v1alpha1", "kind": "Database",
                    "metadata": {"name": "nova-api", "namespace": "openstack", "labels": {}},
                    "spec": {"mariaDbRef": {"name": "openstack-mariadb"}, "characterSet": "utf8",
+                            "cleanupPolicy": "Delete",
                             "collate": "utf8_general_ci", "name": "nova_api"}})
         );
         assert_eq!(
-            body(&user("nova", "db", "nova-db", 48))["spec"],
-            json!({"mariaDbRef": {"name": "db"}, "maxUserConnections": 48,
+            body(&user("nova", DB, "nova-db", 48))["spec"],
+            json!({"mariaDbRef": {"name": "db"}, "maxUserConnections": 48, "cleanupPolicy": "Skip",
                    "passwordSecretKeyRef": {"name": "nova-db", "key": "password"}})
         );
         assert!(
-            body(&user("nova", "db", "nova-db", 0))["spec"]
+            body(&user("nova", DB, "nova-db", 0))["spec"]
                 .get("maxUserConnections")
                 .is_none(),
             "an unsized user leaves the CRD default"
         );
         assert_eq!(
-            body(&grant("nova-nova-cell0", "db", "nova_cell0", "nova"))["spec"],
-            json!({"mariaDbRef": {"name": "db"}, "privileges": ["ALL PRIVILEGES"],
+            body(&grant("nova-nova-cell0", DB, "nova_cell0", "nova"))["spec"],
+            json!({"mariaDbRef": {"name": "db"}, "cleanupPolicy": "Skip", "privileges": ["ALL PRIVILEGES"],
                    "database": "nova_cell0", "table": "*", "username": "nova"})
         );
         assert_eq!(MariaDbKind::Grant.resource().plural, "grants");

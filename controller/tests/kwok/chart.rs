@@ -414,6 +414,7 @@ fn the_webhook_reads_priority_classes_and_novas_only() {
         serde_json::to_value(role).expect("json"),
         serde_json::json!([
             {"apiGroups": ["scheduling.k8s.io"], "resources": ["priorityclasses"], "verbs": ["get"]},
+            {"apiGroups": ["nova.openstack.c5c3.io"], "resources": ["novas"], "verbs": ["list"]},
             {"apiGroups": ["nova.openstack.c5c3.io"], "resources": ["novas"], "verbs": ["get"]}
         ])
     );

@@ -239,18 +239,41 @@ async fn apply_skips_repairs_refuses_adopts_prunes_and_deletes() {
     assert!(cms.get_opt("a").await.expect("get").is_some());
     assert!(cms.get_opt("foreign").await.expect("get").is_some());
 
-    // Deleting something already gone is not an error.
+    // Deleting something already gone is not an error; a delete by name never touches an
+    // object of that name another controller controls, and one on a UID only that object.
     cluster
-        .delete(&kind, &ns, "never-existed")
+        .delete(&owner, &kind, "never-existed", None)
         .await
         .expect("absent");
     cms.delete("b", &DeleteParams::default())
         .await
         .expect("delete b");
     cluster
-        .delete(&kind, &ns, "b")
+        .delete(&owner, &kind, "b", None)
         .await
         .expect("gone meanwhile");
+    cluster
+        .delete(&owner, &kind, "foreign", None)
+        .await
+        .expect("left alone, not an error");
+    // A delete of an object the caller saw under another UID (it was replaced since) is
+    // refused by the API server's precondition, and not retried by name.
+    cluster
+        .delete(
+            &owner,
+            &kind,
+            "foreign",
+            Some("00000000-0000-0000-0000-000000000000"),
+        )
+        .await
+        .expect("a precondition conflict is not an error");
+    assert!(
+        cms.get_opt("foreign")
+            .await
+            .expect("get")
+            .is_some_and(|cm| cm.metadata.deletion_timestamp.is_none()),
+        "another controller's object of that name is not deleted"
+    );
 }
 
 /// The chart's namespace-scoped controller Role (`charts/nova-operator/files/controller-rbac.yaml`,

@@ -12,6 +12,7 @@ mod leader_election;
 mod leadership_drills;
 mod nova_config;
 mod nova_credentials;
+mod nova_data_retention;
 mod nova_database;
 mod nova_lifecycle;
 mod nova_steady_state;

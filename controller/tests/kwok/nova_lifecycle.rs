@@ -8,19 +8,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use nova_api::v1alpha1::Nova;
 use nova_testkit::prelude::*;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_unresolvable_target_cluster_waits_without_a_finalizer() {
-    let cp = nova_test_harness::shared().await.expect("control plane");
-    let client = cp.client().expect("client");
-    let ns = cp.namespace("nova-target").await.expect("namespace");
-    provide_inputs(&client, &ns).await;
-    start_controller(client.clone(), &ns).await;
-    let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
+    let (client, ns, novas) = started_namespace("nova-target").await;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let mut nova = example(&ns);
     nova.spec.target_cluster_ref = Some(nova_api::v1alpha1::TargetClusterRefSpec {
@@ -59,12 +54,7 @@ async fn an_unresolvable_target_cluster_waits_without_a_finalizer() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn deletion_holds_the_finalizer_while_a_database_object_is_live() {
-    let cp = nova_test_harness::shared().await.expect("control plane");
-    let client = cp.client().expect("client");
-    let ns = cp.namespace("nova-finalize").await.expect("namespace");
-    provide_inputs(&client, &ns).await;
-    start_controller(client.clone(), &ns).await;
-    let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
+    let (client, ns, novas) = started_namespace("nova-finalize").await;
     novas
         .create(&PostParams::default(), &example(&ns))
         .await
@@ -81,14 +71,7 @@ async fn deletion_holds_the_finalizer_while_a_database_object_is_live() {
         .for_object(&databases, "nova-nova-cell0", |_| true)
         .await
         .expect("the cell0 Database");
-    databases
-        .patch(
-            "nova-nova-cell0",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": ["test.nova/held"]}})),
-        )
-        .await
-        .expect("hold Database");
+    hold_by(&databases, "nova-nova-cell0", Some("test.nova/held")).await;
 
     novas
         .delete("nova", &DeleteParams::default())
@@ -120,14 +103,7 @@ async fn deletion_holds_the_finalizer_while_a_database_object_is_live() {
             .is_some(),
         "released while the Database still terminates"
     );
-    databases
-        .patch(
-            "nova-nova-cell0",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .expect("release Database");
+    hold_by(&databases, "nova-nova-cell0", None).await;
 }
 
 /// A Nova whose schemas are brownfield (`host`) provisioned no MariaDB object, so its deletion

@@ -239,7 +239,7 @@ async fn novas_placed_on_a_registered_target_cluster() {
         let mut nova = placed(&ns, cluster);
         nova.metadata.name = Some(name.to_owned());
         novas
-            .create(&PostParams::default(), &nova)
+            .create(&PostParams::default(), &own_schemas(nova))
             .await
             .expect("create");
         let message = wait_for_reason(&novas, name, "TargetClusterUnavailable").await;
@@ -263,7 +263,7 @@ async fn novas_placed_on_a_registered_target_cluster() {
         let mut nova = placed(&ns, "target");
         nova.metadata.name = Some(name.to_owned());
         novas
-            .create(&PostParams::default(), &nova)
+            .create(&PostParams::default(), &own_schemas(nova))
             .await
             .expect("create");
     }

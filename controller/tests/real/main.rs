@@ -7,6 +7,7 @@
 //! every Nova the other tests leave behind.
 
 mod node;
+mod nova_data_retention;
 mod nova_db_guards;
 mod nova_real;
 mod novacompute_openstack;

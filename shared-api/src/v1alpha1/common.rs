@@ -112,6 +112,41 @@ pub struct DatabaseSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(pattern(r"^[0-9]+(Mi|Gi|Ti)$"), extend("default" = "100Gi"))]
     pub storage_size: Option<String>,
+    /// What deleting the CR does to the SQL schemas and user (see the type).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "Retain"))]
+    pub deletion_policy: Option<DatabaseDeletionPolicy>,
+}
+
+/// What becomes of the block's SQL schemas and user when the CR is deleted (managed mode).
+/// Retain (the default) keeps them with their rows: the MariaDB Database, User and Grant
+/// objects are still deleted, but carry cleanupPolicy Skip, so the MariaDB operator drops
+/// nothing. Delete lets it drop the schemas and the user (cleanupPolicy Delete): switch to it
+/// before a deliberate teardown. Mutable; ignored in brownfield mode (host).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum DatabaseDeletionPolicy {
+    /// Keep the schemas, their rows and the users (MariaDB cleanupPolicy Skip).
+    #[default]
+    Retain,
+    /// Drop the schemas and the users with the MariaDB objects (cleanupPolicy Delete).
+    Delete,
+}
+
+impl DatabaseDeletionPolicy {
+    /// The MariaDB operator's `spec.cleanupPolicy` value this policy maps to.
+    pub fn cleanup_policy(self) -> &'static str {
+        match self {
+            DatabaseDeletionPolicy::Retain => "Skip",
+            DatabaseDeletionPolicy::Delete => "Delete",
+        }
+    }
+}
+
+impl DatabaseSpec {
+    /// The block's deletion policy, Retain when unset.
+    pub fn deletion_policy(&self) -> DatabaseDeletionPolicy {
+        self.deletion_policy.unwrap_or_default()
+    }
 }
 
 /// The TLS mode of a database connection.

@@ -6,7 +6,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::lookups::{Lookups, Needs, PriorityClassLookup};
+use crate::lookups::{Lookups, Needs, NovaList, PriorityClassLookup};
 use crate::validation::testing;
 
 fn review(kind: &str, operation: &str, object: Option<Value>, old: Option<Value>) -> Vec<u8> {
@@ -438,6 +438,9 @@ impl Resolver for FailingResolver {
             None => Ok(Lookups {
                 priority_classes: Some(answers),
                 nova: None,
+                novas: needs
+                    .novas
+                    .then(|| NovaList::Unavailable("connection refused".into())),
             }),
         }))
     }
@@ -476,12 +479,12 @@ fn an_unreachable_api_server_fails_only_the_lookups() {
     ));
     assert_eq!(
         response_json(&h)["status"]["message"],
-        "Nova.nova.openstack.c5c3.io \"nova\" is invalid: spec.scheduler.deployment.priorityClassName: Internal error: cannot verify that PriorityClass \"high\" exists: connection refused"
+        "Nova.nova.openstack.c5c3.io \"nova\" is invalid: [spec.scheduler.deployment.priorityClassName: Internal error: cannot verify that PriorityClass \"high\" exists: connection refused, spec.apiDatabase.database: Internal error: cannot verify that no other Nova uses this schema: connection refused, spec.database.database: Internal error: cannot verify that no other Nova uses this schema: connection refused]"
     );
-    // The Example needs no lookup at all.
+    // An update of the Example that keeps its schemas where they were needs no lookup at all.
     let h = futures::executor::block_on(handle(
         Webhook::validate::<Nova>(),
-        &review("Nova", "CREATE", Some(example_json()), None),
+        &review("Nova", "UPDATE", Some(example_json()), Some(example_json())),
         &FailingResolver,
     ));
     assert_eq!(response_json(&h)["allowed"], true);

@@ -2,6 +2,7 @@
 
 use std::sync::LazyLock;
 
+use nova_api::claims;
 use nova_api::defaults::{DEFAULT_GRACE_SECONDS, RPC_DRAIN_GRACE_SECONDS};
 use nova_api::labels::component;
 use nova_api::names::{NOVA_NAME_MAX, nova_forbidden_suffix};
@@ -15,7 +16,7 @@ use super::deployment::{self, Block};
 use super::urls::{self, Schemes};
 use super::{Operation, Outcome, common, extra_config};
 use crate::field::{FieldError, Path};
-use crate::lookups::Lookups;
+use crate::lookups::{Lookups, NovaList};
 
 /// The owned-key registry of nova.conf.
 pub static REGISTRY: LazyLock<Vec<OwnedKey>> =
@@ -127,7 +128,45 @@ pub fn validate(
         }
     }
     spec_rules(name, &new.spec, old_spec, lookups, errors, warnings);
+    claim_rules(new, lookups, errors);
     out
+}
+
+/// Whether the admission must list every Nova for the schema claim check: on create, and on
+/// an update that moves a schema to another server (the schema names are immutable).
+pub fn needs_claim_check(new: &Nova, old: Option<&Nova>, operation: Operation) -> bool {
+    match (operation, old) {
+        (Operation::Create, _) => true,
+        (Operation::Update, Some(old)) => claims::claims(new) != claims::claims(old),
+        _ => false,
+    }
+}
+
+/// No schema of the Nova may be one another Nova already uses on the same server
+/// (`nova_api::claims`); when the Novas could not be listed, each schema field fails closed.
+fn claim_rules(new: &Nova, lookups: &Lookups, errors: &mut Vec<FieldError>) {
+    match &lookups.novas {
+        None => {}
+        Some(NovaList::Listed(novas)) => {
+            for conflict in claims::conflicts(new, novas) {
+                errors.push(FieldError::invalid(
+                    conflict.claim.field,
+                    &conflict.claim.schema,
+                    conflict.message(),
+                ));
+            }
+        }
+        Some(NovaList::Unavailable(why)) => {
+            let mut fields: Vec<&str> = claims::claims(new).iter().map(|c| c.field).collect();
+            fields.dedup();
+            for field in fields {
+                errors.push(FieldError::internal(
+                    field,
+                    format!("cannot verify that no other Nova uses this schema: {why}"),
+                ));
+            }
+        }
+    }
 }
 
 /// Every spec rule, block by block, in the order the errors are reported.

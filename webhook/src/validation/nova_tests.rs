@@ -927,6 +927,7 @@ fn priority_classes_are_looked_up() {
             ),
         )])),
         nova: None,
+        novas: None,
     };
     let got = validate(&n, None, Operation::Create, &down);
     assert_eq!(
@@ -1869,4 +1870,79 @@ fn a_release_below_the_floor_takes_the_floor_branch_however_old() {
     );
     assert_eq!(errors(&unchanged), Vec::<String>::new());
     assert_eq!(unchanged.warnings.len(), 1, "{:?}", unchanged.warnings);
+}
+
+/// A Nova `name` in `openstack` on the example's schemas and MariaDB.
+fn claimant(name: &str) -> Nova {
+    let mut n = testing::nova();
+    n.metadata.name = Some(name.into());
+    n.metadata.namespace = Some("openstack".into());
+    n
+}
+
+#[test]
+fn a_schema_another_nova_uses_on_the_same_mariadb_is_refused_naming_it() {
+    let first = claimant("nova");
+    let mut second = claimant("nova-b");
+    second.spec.database.database = "nova_b".into();
+    let listed = |novas: Vec<Nova>| Lookups {
+        novas: Some(NovaList::Listed(novas)),
+        ..testing::lookups(&["high-priority"])
+    };
+    assert!(needs_claim_check(&second, None, Operation::Create));
+    let got = validate(
+        &second,
+        None,
+        Operation::Create,
+        &listed(vec![first.clone()]),
+    );
+    assert_eq!(
+        errors(&got),
+        vec![
+            "spec.apiDatabase.database: Invalid value: \"nova_api\": schema nova_api on MariaDB openstack/openstack-mariadb is already used by Nova openstack/nova (spec.apiDatabase.database): two Novas on one schema would migrate and delete each other's data"
+        ]
+    );
+    // Itself among the listed Novas (an update) is no conflict; another namespace is another
+    // MariaDB.
+    let itself = validate(
+        &first,
+        None,
+        Operation::Create,
+        &listed(vec![first.clone()]),
+    );
+    assert!(itself.errors.is_empty(), "{:?}", errors(&itself));
+    let mut elsewhere = second.clone();
+    elsewhere.metadata.namespace = Some("other".into());
+    let got = validate(
+        &elsewhere,
+        None,
+        Operation::Create,
+        &listed(vec![first.clone()]),
+    );
+    assert!(got.errors.is_empty(), "{:?}", errors(&got));
+    // An update that keeps every schema where it was lists nothing.
+    assert!(!needs_claim_check(&first, Some(&first), Operation::Update));
+    let mut moved = first.clone();
+    moved.spec.database.cluster_ref = Some(ClusterRef {
+        name: "other-mariadb".into(),
+    });
+    assert!(needs_claim_check(&moved, Some(&first), Operation::Update));
+}
+
+#[test]
+fn the_claim_check_fails_closed_on_both_schema_fields_when_the_novas_cannot_be_listed() {
+    let down = Lookups {
+        novas: Some(NovaList::Unavailable(
+            "the Kubernetes API did not answer within 3s".into(),
+        )),
+        ..testing::lookups(&["high-priority"])
+    };
+    let got = validate(&claimant("nova"), None, Operation::Create, &down);
+    assert_eq!(
+        errors(&got),
+        vec![
+            "spec.apiDatabase.database: Internal error: cannot verify that no other Nova uses this schema: the Kubernetes API did not answer within 3s",
+            "spec.database.database: Internal error: cannot verify that no other Nova uses this schema: the Kubernetes API did not answer within 3s",
+        ]
+    );
 }

@@ -38,6 +38,7 @@ pub fn lookups(exists: &[&str]) -> Lookups {
                 .collect(),
         ),
         nova: None,
+        novas: None,
     }
 }
 

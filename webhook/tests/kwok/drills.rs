@@ -163,7 +163,10 @@ async fn one_request(
         }
         _ => {
             let name = format!("d{id}-{i}");
-            let nova = example_named(EXAMPLE_NOVA, &name, ns).unwrap();
+            let mut nova = example_named(EXAMPLE_NOVA, &name, ns).unwrap();
+            // Schemas of its own: the claim check refuses a second Nova on the Example's.
+            nova["spec"]["apiDatabase"]["database"] = json!(format!("d{id}_{i}_api"));
+            nova["spec"]["database"]["database"] = json!(format!("d{id}_{i}_cell"));
             let result = novas
                 .create(&post, &serde_json::from_value(nova).unwrap())
                 .await;

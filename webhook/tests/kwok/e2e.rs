@@ -24,6 +24,16 @@ fn example(yaml: &str, name: &str, ns: &str) -> Value {
     example_named(yaml, name, ns).unwrap()
 }
 
+/// The Example named `name` on schemas of its own (`<name>_api`, `<name>_cell`), so the schema
+/// claim check passes it beside the Example `nova`.
+fn unclaimed(name: &str, ns: &str) -> Value {
+    let mut v = example(EXAMPLE_NOVA, name, ns);
+    let base = name.replace('-', "_");
+    v["spec"]["apiDatabase"]["database"] = json!(format!("{base}_api"));
+    v["spec"]["database"]["database"] = json!(format!("{base}_cell"));
+    v
+}
+
 fn denial(result: Result<DynamicObject, kube::Error>) -> String {
     match result {
         Err(kube::Error::Api(status)) => status.message,
@@ -135,6 +145,25 @@ async fn the_api_server_defaults_and_validates_through_nova_webhook() {
         dry_run: true,
         field_manager: Some("kubectl".into()),
     };
+
+    // A second Nova on the Example's schemas and MariaDB is refused, naming the first; on
+    // schemas of its own it is admitted.
+    let second: DynamicObject =
+        serde_json::from_value(example(EXAMPLE_NOVA, "nova-b", &ns)).unwrap();
+    let msg = denial(novas.create(&dry, &second).await);
+    assert!(
+        msg.contains(&format!(
+            "Nova.nova.openstack.c5c3.io \"nova-b\" is invalid: [spec.apiDatabase.database: Invalid value: \"nova_api\": schema nova_api on MariaDB {ns}/openstack-mariadb is already used by Nova {ns}/nova (spec.apiDatabase.database): two Novas on one schema would migrate and delete each other's data, spec.database.database: Invalid value: \"nova\": schema nova on MariaDB {ns}/openstack-mariadb is already used by Nova {ns}/nova (spec.database.database)"
+        )),
+        "{msg}"
+    );
+    novas
+        .create(
+            &dry,
+            &serde_json::from_value(unclaimed("nova-b", &ns)).unwrap(),
+        )
+        .await
+        .expect("a Nova on schemas of its own is admitted");
     type Edit = fn(&mut Value);
     let cases: Vec<(&str, Edit, &str)> = vec![
         (
@@ -248,12 +277,17 @@ async fn the_api_server_defaults_and_validates_through_nova_webhook() {
         ),
         (
             "cross-database",
-            |v| v["spec"]["apiDatabase"]["database"] = json!("nova"),
+            |v| v["spec"]["apiDatabase"]["database"] = v["spec"]["database"]["database"].clone(),
             "apiDatabase and database must name different schemas",
         ),
         (
             "cell0 name",
-            |v| v["spec"]["apiDatabase"]["database"] = json!("nova_cell0"),
+            |v| {
+                let cell = v["spec"]["database"]["database"]
+                    .as_str()
+                    .unwrap_or_default();
+                v["spec"]["apiDatabase"]["database"] = json!(format!("{cell}_cell0"))
+            },
             "apiDatabase must not name the cell0 schema derived from database",
         ),
         (
@@ -312,7 +346,7 @@ async fn the_api_server_defaults_and_validates_through_nova_webhook() {
         ),
     ];
     for (what, edit, want) in cases {
-        let mut v = example(EXAMPLE_NOVA, "rejected", &ns);
+        let mut v = unclaimed("rejected", &ns);
         edit(&mut v);
         let obj: DynamicObject = serde_json::from_value(v).unwrap();
         let msg = denial(novas.create(&dry, &obj).await);
@@ -372,13 +406,13 @@ async fn the_api_server_defaults_and_validates_through_nova_webhook() {
         ),
     ];
     for (what, edit, want) in exact {
-        let mut v = example(EXAMPLE_NOVA, "rejected", &ns);
+        let mut v = unclaimed("rejected", &ns);
         edit(&mut v);
         let obj: DynamicObject = serde_json::from_value(v).unwrap();
         assert_eq!(denial(novas.create(&dry, &obj).await), want, "{what}");
     }
     // In-place resize is a VPA update mode the CRD and the webhook both accept.
-    let mut v = example(EXAMPLE_NOVA, "in-place", &ns);
+    let mut v = unclaimed("in-place", &ns);
     v["spec"]["metadata"]["deployment"] =
         json!({"verticalAutoscaling": {"updateMode": "InPlaceOrRecreate"}});
     novas

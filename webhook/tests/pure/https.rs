@@ -479,6 +479,7 @@ impl Resolver for Slow {
                         .collect(),
                 ),
                 nova: needs.nova.as_ref().map(|_| NovaRelease::NotFound),
+                novas: None,
             })
         })
     }

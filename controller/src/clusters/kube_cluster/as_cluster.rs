@@ -296,11 +296,12 @@ impl ClusterWrites for KubeCluster {
 
     fn delete<'a>(
         &'a self,
+        owner: &'a Owner,
         kind: &'a ApiResource,
-        namespace: &'a str,
         name: &'a str,
+        seen: Option<&'a str>,
     ) -> BoxFuture<'a, Result<(), ClusterError>> {
-        Box::pin(self.delete_object(kind, namespace, name))
+        Box::pin(self.delete_object(owner, kind, name, seen))
     }
 
     fn sweep<'a>(
@@ -327,7 +328,7 @@ impl ClusterWrites for KubeCluster {
                 .filter(|name| !keep.contains(name))
                 .collect();
             for name in &stale {
-                self.delete_object(kind, &owner.namespace, name).await?;
+                self.delete_object(owner, kind, name, None).await?;
             }
             Ok(stale.len())
         })

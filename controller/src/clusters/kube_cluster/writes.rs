@@ -2,11 +2,11 @@
 //! carries the body), the adopt-or-refuse check, deletes and the remote sweep.
 
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions};
 use kube::core::ApiResource;
 
 use crate::clusters::carries::carries;
-use crate::clusters::{Applied, Caching, ClusterError, FIELD_MANAGER};
+use crate::clusters::{Applied, Caching, ClusterError, ClusterReads, FIELD_MANAGER};
 use crate::objects::{Child, Invalid, Owner, controller_of};
 
 impl KubeCluster {
@@ -171,7 +171,8 @@ impl KubeCluster {
                 .iter()
                 .filter(|m| m.metadata.deletion_timestamp.is_none() && owner.controls(&m.metadata));
             for item in owned {
-                if delete_in_background(&api, kind, ns, &item.name_any()).await? {
+                let uid = item.metadata.uid.as_deref().unwrap_or_default();
+                if delete_in_background(&api, kind, ns, &item.name_any(), uid).await? {
                     deleted += 1;
                 }
             }
@@ -182,21 +183,46 @@ impl KubeCluster {
         }
     }
 
+    /// Deletes `name`: with `seen`, the object of that UID; otherwise only when `owner`
+    /// controls it, on the UID it was seen with. An object of that name someone else controls
+    /// is left alone, and one replaced since it was seen (a precondition conflict) is no longer
+    /// ours to delete.
     pub(super) async fn delete_object(
         &self,
+        owner: &Owner,
         kind: &ApiResource,
-        namespace: &str,
         name: &str,
+        seen: Option<&str>,
     ) -> Result<(), ClusterError> {
+        let namespace = owner.namespace.as_str();
         let cache = self.cache(kind)?;
         if !cache.served {
             return Ok(());
         }
-        // The synced cache says it is gone: no request (a stale cache is caught next pass).
-        if self.in_scope(Some(namespace)) && cache.cached_meta(Some(namespace), name).is_none() {
+        let api = self.api(kind, Some(namespace));
+        if let Some(uid) = seen {
+            return delete_in_background(&api, kind, namespace, name, uid)
+                .await
+                .map(drop);
+        }
+        // In scope the synced cache says what is there: no request (a stale cache is caught
+        // next pass); out of scope one metadata read does.
+        let seen = if self.in_scope(Some(namespace)) {
+            cache.cached_meta(Some(namespace), name)
+        } else {
+            self.metadata_live(kind, Some(namespace), name).await?
+        };
+        let Some(seen) = seen else {
+            return Ok(());
+        };
+        if !owner.controls(&seen.metadata) {
+            tracing::debug!(kind = %kind.kind, namespace, name, "not deleting an object this owner does not control");
             return Ok(());
         }
-        delete_in_background(&self.api(kind, Some(namespace)), kind, namespace, name)
+        let Some(uid) = seen.metadata.uid.as_deref() else {
+            return Ok(());
+        };
+        delete_in_background(&api, kind, namespace, name, uid)
             .await
             .map(drop)
     }
@@ -204,20 +230,33 @@ impl KubeCluster {
 use super::KubeCluster;
 use super::cache::{Carried, Content, Fields, KindCache, fingerprint, strip};
 
-/// Deletes one object in the background; false when it was already gone.
+/// Deletes one object in the background, on the precondition that it still has `uid`; false
+/// when it was already gone or replaced (a 409 on the precondition: never retried by name).
 pub(super) async fn delete_in_background(
     api: &Api<DynamicObject>,
     kind: &ApiResource,
     namespace: &str,
     name: &str,
+    uid: &str,
 ) -> Result<bool, ClusterError> {
-    match api.delete(name, &DeleteParams::background()).await {
+    match api.delete(name, &on_uid(uid)).await {
         Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(false),
         Err(e) => Err(ClusterError::kube(
             format!("deleting {} {namespace}/{name}", kind.kind),
             e,
         )),
+    }
+}
+
+/// A background delete of the object with `uid` only.
+fn on_uid(uid: &str) -> DeleteParams {
+    DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
     }
 }
 

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
+use nova_api::claims::Conflict;
 use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::v1alpha1::{CellStatus, Nova, UpgradePhase};
 
@@ -46,6 +47,8 @@ pub struct Observed {
     pub jobs: BTreeMap<&'static str, ObservedJob>,
     /// The db-sync Job's termination report, read once it completed.
     pub report: Option<JobReport>,
+    /// A schema of this Nova an older Nova already claims on the same server.
+    pub claimed: Option<Conflict>,
 }
 
 /// The MariaDB clusters, by name, the three kinds provisioned per schema and the db Jobs.
@@ -71,7 +74,10 @@ pub fn run(pass: &NovaPass) -> StepFuture<'_, Nova> {
 async fn observe(pass: &NovaPass) -> Result<Observed, StepError> {
     let ns = pass.owner.namespace.as_str();
     let name = pass.cr.name_any();
-    let mut observed = Observed::default();
+    let mut observed = Observed {
+        claimed: pass.shared.held_by_older(&pass.cr),
+        ..Observed::default()
+    };
     for (block, seen) in db_provision::blocks(&pass.cr)
         .iter()
         .zip(observed.blocks.iter_mut())
@@ -111,6 +117,16 @@ async fn observe(pass: &NovaPass) -> Result<Observed, StepError> {
 /// The Database step's plan.
 pub fn plan(nova: &Nova, observed: &Observed, resolved: &Resolved) -> NovaPlan {
     let mut plan = Plan::proceed();
+    // The younger of two Novas on one schema provisions and migrates nothing.
+    if let Some(conflict) = &observed.claimed {
+        return wait(
+            plan,
+            Waiting {
+                reason: Reason::SchemaInUse,
+                message: format!("{}: {}", conflict.claim.field, conflict.message()),
+            },
+        );
+    }
     for (block, seen) in db_provision::blocks(nova).iter().zip(&observed.blocks) {
         let (children, outcome) = db_provision::provision(block, seen);
         plan = children.into_iter().fold(plan, Plan::apply);
@@ -528,6 +544,29 @@ mod tests {
             ]
         );
         assert_eq!(reason(&plan).map(|r| r.0), Some(Reason::WaitingForConfig));
+        assert_eq!(plan.flow, Flow::RequeueAfter(REQUEUE_DATABASE_WAIT));
+    }
+
+    #[test]
+    fn a_schema_an_older_nova_claims_holds_this_one_before_anything_is_applied() {
+        let nova = example();
+        let mut older = example();
+        older.metadata.name = Some("older".into());
+        let observed = Observed {
+            claimed: nova_api::claims::conflicts(&nova, [&older])
+                .into_iter()
+                .next(),
+            ..provisioned(&nova)
+        };
+        let plan = plan(&nova, &observed, &configured());
+        assert!(plan.children.is_empty(), "no MariaDB object, no Job");
+        assert_eq!(
+            reason(&plan),
+            Some((
+                Reason::SchemaInUse,
+                "spec.apiDatabase.database: schema nova_api on MariaDB openstack/openstack-mariadb is already used by Nova openstack/older (spec.apiDatabase.database): two Novas on one schema would migrate and delete each other's data"
+            ))
+        );
         assert_eq!(plan.flow, Flow::RequeueAfter(REQUEUE_DATABASE_WAIT));
     }
 

@@ -6,10 +6,11 @@ use kube::core::ApiResource;
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::Nova;
 
+use crate::nova::db_provision::{self, BlockObserved};
 use crate::nova::resolved::Resolved;
 use crate::nova::steps::database::mariadb_child;
 use crate::nova::{NovaPass, NovaPlan};
-use crate::objects::kinds;
+use crate::objects::{Child, kinds};
 use crate::pipeline::kinds::{Uses, reads};
 use crate::pipeline::{Plan, REQUEUE_DATABASE_WAIT, StepError, StepFuture, observe_then_plan};
 
@@ -46,8 +47,11 @@ pub struct Remaining {
 /// The MariaDB objects of both schemas that still exist.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Observed {
-    /// Each remaining object.
+    /// Each remaining object this Nova controls.
     pub remaining: Vec<Remaining>,
+    /// `Kind/name` of each object of one of those names this Nova does not control (another
+    /// owner's, or nobody's): never deleted, never waited for.
+    pub foreign: Vec<String>,
 }
 
 /// The kinds provisioned per schema, whose release the finalizer waits for.
@@ -67,26 +71,58 @@ async fn observe(pass: &NovaPass) -> Result<Observed, StepError> {
     let ns = pass.owner.namespace.as_str();
     // A deleting Nova is probed no more: its passing probe leaves the cache.
     super::health_check::forget(ns, &pass.cr.name_any());
-    let mut remaining = Vec::new();
+    let mut observed = Observed::default();
     for kind in kinds::mariadb_children() {
         for name in mariadb_names(&pass.cr) {
-            if let Some(meta) = pass.cluster.metadata(&kind, ns, &name)? {
-                remaining.push(Remaining {
-                    kind: kind.clone(),
-                    live: meta.metadata.deletion_timestamp.is_none(),
-                    name,
-                });
+            let Some(meta) = pass.cluster.metadata(&kind, ns, &name)? else {
+                continue;
+            };
+            if !pass.owner.controls(&meta.metadata) {
+                observed.foreign.push(format!("{}/{name}", kind.kind));
+                continue;
             }
+            observed.remaining.push(Remaining {
+                kind: kind.clone(),
+                live: meta.metadata.deletion_timestamp.is_none(),
+                name,
+            });
         }
     }
-    Ok(Observed { remaining })
+    Ok(observed)
 }
 
-/// The cleanup plan: delete every remaining object; while any was live, wait and keep the
-/// finalizer; once none is, release it.
-pub fn plan(_: &Nova, observed: &Observed, _: &Resolved) -> NovaPlan {
+/// Every MariaDB object the Database step would apply for `nova`, fully provisioned: what a
+/// live object is brought to before its delete, so it carries the block's current
+/// `cleanupPolicy` (an object applied before the policy existed carries none, and the MariaDB
+/// operator's default would drop its schema).
+fn provisioned(nova: &Nova) -> Vec<Child> {
+    db_provision::blocks(nova)
+        .iter()
+        .flat_map(|block| {
+            let all_ready = BlockObserved {
+                cluster_ready: true,
+                ready: block.objects().into_iter().collect(),
+            };
+            db_provision::provision(block, &all_ready).0
+        })
+        .collect()
+}
+
+/// The cleanup plan: bring every live object to the block's cleanup policy, then delete every
+/// remaining object; while any was live, wait and keep the finalizer; once none is, release
+/// it.
+pub fn plan(nova: &Nova, observed: &Observed, _: &Resolved) -> NovaPlan {
     let remaining = &observed.remaining;
     let mut plan = Plan::proceed();
+    let desired = provisioned(nova);
+    for object in remaining.iter().filter(|o| o.live) {
+        if let Some(child) = desired
+            .iter()
+            .find(|c| c.kind == object.kind && c.name == object.name)
+        {
+            plan = plan.apply(child.clone());
+        }
+    }
     for object in remaining {
         plan = plan.remove(object.kind.clone(), object.name.clone());
     }
@@ -99,10 +135,18 @@ pub fn plan(_: &Nova, observed: &Observed, _: &Resolved) -> NovaPlan {
             )
             .requeue(REQUEUE_DATABASE_WAIT);
     }
+    let left_alone = if observed.foreign.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; left alone, as this Nova does not control them: {}",
+            observed.foreign.join(", ")
+        )
+    };
     plan.event(
         false,
         "DatabaseFinalized",
-        "No MariaDB object of either schema is left; releasing the finalizer",
+        format!("No MariaDB object of either schema is left{left_alone}; releasing the finalizer"),
     )
 }
 
@@ -128,16 +172,31 @@ mod tests {
             &example(),
             &Observed {
                 remaining: vec![object("nova-nova-cell0", true), object("nova", false)],
+                ..Observed::default()
             },
             &Resolved::default(),
         );
         assert_eq!(held.flow, Flow::RequeueAfter(REQUEUE_DATABASE_WAIT));
         assert_eq!(held.removals.len(), 2);
+        // The live one is first brought to the block's cleanup policy, the terminating one not.
+        assert_eq!(held.children.len(), 1);
+        assert_eq!(held.children[0].name, "nova-nova-cell0");
+        let owner = crate::objects::Owner {
+            kind: "Nova".into(),
+            namespace: "openstack".into(),
+            reference: None,
+            labels: Default::default(),
+        };
+        assert_eq!(
+            held.children[0].stamped(&owner).expect("stamps")["spec"]["cleanupPolicy"],
+            "Skip"
+        );
         assert_eq!(held.events[0].reason, "FinalizingDatabase");
         let terminating = plan(
             &example(),
             &Observed {
                 remaining: vec![object("nova", false)],
+                ..Observed::default()
             },
             &Resolved::default(),
         );
@@ -146,6 +205,24 @@ mod tests {
         let gone = plan(&example(), &Observed::default(), &Resolved::default());
         assert!(gone.removals.is_empty());
         assert_eq!(gone.flow, Flow::Continue);
+    }
+
+    #[test]
+    fn objects_this_nova_does_not_control_are_neither_deleted_nor_waited_for() {
+        let foreign = plan(
+            &example(),
+            &Observed {
+                remaining: Vec::new(),
+                foreign: vec!["Database/nova-api".into()],
+            },
+            &Resolved::default(),
+        );
+        assert!(foreign.removals.is_empty());
+        assert_eq!(foreign.flow, Flow::Continue);
+        assert_eq!(
+            foreign.events[0].note,
+            "No MariaDB object of either schema is left; left alone, as this Nova does not control them: Database/nova-api; releasing the finalizer"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod database;
 pub mod db_archive;
 pub mod db_connection;
 pub mod deployment;
+pub mod endpoint_warnings;
 pub mod finalize;
 pub mod health_check;
 pub mod hpa;

@@ -24,6 +24,8 @@ use crate::pipeline::{Plan, REQUEUE_NEXT_PASS, StepError, StepFuture, observe_th
 pub struct Mirror {
     /// Its name.
     pub name: String,
+    /// Its UID as read: the delete removes that object only.
+    pub uid: String,
     /// What it mirrors, for the event.
     pub what: &'static str,
 }
@@ -74,11 +76,11 @@ async fn observe(pass: &NovaComputePass) -> Result<Observed, StepError> {
                 .cluster
                 .metadata_live(&secret, Some(&pass.owner.namespace), &name)
                 .await?;
-            let mirrored = meta.is_some_and(|m| {
+            let mirrored = meta.filter(|m| {
                 m.labels().get(COMPUTE_CONFIG_MIRROR).map(String::as_str) == Some("true")
             });
-            if mirrored {
-                mirrors.push(Mirror { name, what });
+            if let Some(uid) = mirrored.and_then(|m| m.metadata.uid.clone()) {
+                mirrors.push(Mirror { name, uid, what });
             }
         }
     }
@@ -102,7 +104,11 @@ pub fn plan(pool: &NovaCompute, observed: &Observed, resolved: &Resolved) -> Nov
     let mut plan = Plan::proceed();
     for mirror in &observed.mirrors {
         plan = plan
-            .remove(ApiResource::erase::<Secret>(&()), mirror.name.clone())
+            .remove_seen(
+                ApiResource::erase::<Secret>(&()),
+                mirror.name.clone(),
+                mirror.uid.clone(),
+            )
             .event(
                 false,
                 "ComputeConfigMirrorReaped",
@@ -155,12 +161,18 @@ mod tests {
             release: true,
             mirrors: vec![Mirror {
                 name: "nova-compute-config".into(),
+                uid: "5f0c".into(),
                 what: "compute-contract mirror",
             }],
         };
         let plan = plan(&pool(), &observed, &Resolved::default());
         assert_eq!(plan.flow, Flow::Continue);
         assert_eq!(plan.removals[0].name, "nova-compute-config");
+        assert_eq!(
+            plan.removals[0].uid.as_deref(),
+            Some("5f0c"),
+            "the mirror it read, which the pool does not control"
+        );
         assert_eq!(
             plan.events[0].note,
             "Deleted the compute-contract mirror nova-compute-config: no other NovaCompute of Nova nova uses it on this cluster"
