@@ -193,30 +193,74 @@ async fn finalizers(novas: &Api<Nova>, name: &str) -> Vec<String> {
     novas.get(name).await.expect("nova").finalizers().to_vec()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn novas_placed_on_a_registered_target_cluster() {
-    nova_testkit::logs::capture();
-    // A management control plane of its own: the counters it reads are the whole server's.
-    let home = &ControlPlane::start()
+/// A management control plane and a target of their own, with a namespace of the same name on
+/// both (the Novas' inputs provided on the target) and the registrations' namespace at home.
+struct TwoClusters {
+    home: ControlPlane,
+    target: ControlPlane,
+    home_client: Client,
+    target_client: Client,
+    ns: String,
+    clusters_ns: String,
+}
+
+async fn two_clusters(prefix: &str) -> TwoClusters {
+    let home = ControlPlane::start()
         .await
         .expect("management control plane");
     let target = ControlPlane::start().await.expect("target control plane");
     let home_client = home.client().expect("client");
     let target_client = target.client().expect("target client");
-    let ns = home.namespace("placed").await.expect("namespace");
+    let ns = home.namespace(prefix).await.expect("namespace");
     let clusters_ns = home
-        .namespace("clusters")
+        .namespace(&format!("{prefix}-clusters"))
         .await
         .expect("clusters namespace");
     namespace_on(&target_client, &ns).await;
     provide_inputs(&target_client, &ns).await;
+    TwoClusters {
+        home,
+        target,
+        home_client,
+        target_client,
+        ns,
+        clusters_ns,
+    }
+}
 
+/// The fleet of the registrations in `clusters_ns`, engaging the Nova controller's kinds with
+/// requests bounded by `request_timeout`.
+fn nova_fleet(
+    home_client: &Client,
+    clusters_ns: &str,
+    request_timeout: Duration,
+) -> std::sync::Arc<Fleet> {
     let registry = Registry::default().register(nova::controller::kinds());
-    let fleet = Fleet::start(
+    Fleet::start(
         home_client.clone(),
-        &clusters_ns,
+        clusters_ns,
         registry,
         WINDOW,
+        request_timeout,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn novas_placed_on_a_registered_target_cluster() {
+    nova_testkit::logs::capture();
+    // A management control plane of its own: the counters it reads are the whole server's.
+    let TwoClusters {
+        home,
+        target,
+        home_client,
+        target_client,
+        ns,
+        clusters_ns,
+    } = two_clusters("placed").await;
+    let home = &home;
+    let fleet = nova_fleet(
+        &home_client,
+        &clusters_ns,
         nova_controller::bounded::REQUEST_TIMEOUT,
     );
     let mut remote_secrets = fleet.subscribe(&kube::core::ApiResource::erase::<Secret>(&()));
@@ -762,28 +806,16 @@ async fn settles(novas: &Api<Nova>, name: &str, created: Instant) -> Duration {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_silent_target_cluster_holds_no_slot_and_recovers() {
     nova_testkit::logs::capture();
-    let home = ControlPlane::start()
-        .await
-        .expect("management control plane");
-    let target = ControlPlane::start().await.expect("target control plane");
-    let home_client = home.client().expect("client");
-    let target_client = target.client().expect("target client");
-    let ns = home.namespace("silent").await.expect("namespace");
-    let clusters_ns = home
-        .namespace("silent-clusters")
-        .await
-        .expect("clusters namespace");
-    namespace_on(&target_client, &ns).await;
-    provide_inputs(&target_client, &ns).await;
+    let TwoClusters {
+        home: _home,
+        target,
+        home_client,
+        target_client,
+        ns,
+        clusters_ns,
+    } = two_clusters("silent").await;
     provide_inputs(&home_client, &ns).await;
-    let registry = Registry::default().register(nova::controller::kinds());
-    let fleet = Fleet::start(
-        home_client.clone(),
-        &clusters_ns,
-        registry,
-        WINDOW,
-        DRILL_REQUEST_TIMEOUT,
-    );
+    let fleet = nova_fleet(&home_client, &clusters_ns, DRILL_REQUEST_TIMEOUT);
     let kubeconfig = std::fs::read_to_string(target.kubeconfig_path()).expect("kubeconfig");
     register(&home_client, &clusters_ns, "far", &kubeconfig, Some(&ns)).await;
     fleet.settled().await;

@@ -745,13 +745,7 @@ async fn pools_keep_traits_and_aggregates_and_drain_through_an_outage() -> Resul
         &ns,
         os.nova_password(),
     );
-    provide_pool_nova(&client, &ns, &keystone_url(), os.nova_password()).await;
-    let (metrics, requests) = start_novacompute_for_pools_in(
-        client.clone(),
-        &ns,
-        Registry::default().route_services(routes),
-    )
-    .await;
+    let (metrics, requests) = start_pools(&client, os, &ns, routes).await;
 
     let t = Instant::now();
     traits(&client, os, &ns, (&metrics, &requests)).await?;
@@ -779,6 +773,23 @@ async fn pools_keep_traits_and_aggregates_and_drain_through_an_outage() -> Resul
     );
     nova_testkit::real::finish(&client, &ns).await;
     Ok(())
+}
+
+/// The pools' Nova in `ns` and the NovaCompute controller for its pools, in-process, reaching
+/// the services through `routes`.
+async fn start_pools(
+    client: &Client,
+    os: &OpenStack,
+    ns: &str,
+    routes: std::collections::BTreeMap<String, SocketAddr>,
+) -> (Metrics, Requests) {
+    provide_pool_nova(client, ns, &keystone_url(), os.nova_password()).await;
+    start_novacompute_for_pools_in(
+        client.clone(),
+        ns,
+        Registry::default().route_services(routes),
+    )
+    .await
 }
 
 /// The first condition of `pool` at `ComputeAPIError`, as `type: message`.
@@ -819,13 +830,7 @@ async fn keystone_and_placement_brownouts_delete_nothing_and_recover() -> Result
     let placement = FaultProxy::start(routes[&placement_at]).await?;
     routes.insert(keystone_at, keystone.addr());
     routes.insert(placement_at, placement.addr());
-    provide_pool_nova(&client, &ns, &keystone_url(), os.nova_password()).await;
-    let (metrics, _) = start_novacompute_for_pools_in(
-        client.clone(),
-        &ns,
-        Registry::default().route_services(routes),
-    )
-    .await;
+    let (metrics, _) = start_pools(&client, os, &ns, routes).await;
     let logins = || {
         metrics
             .openstack_requests
