@@ -854,8 +854,10 @@ async fn a_silent_target_cluster_holds_no_slot_and_recovers() {
         .patch("far", &PatchParams::default(), &Patch::Merge(&replicas))
         .await
         .expect("scale the placed Nova's API");
+    // Its own schemas: the Nova `near` claims the example's on the same MariaDB.
     let mut during = example(&ns);
     during.metadata.name = Some("near-during".into());
+    let during = own_schemas(during);
     let created = Instant::now();
     novas
         .create(&PostParams::default(), &during)
