@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use k8s_openapi::api::core::v1::{Node, Pod, Secret};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus};
 use nova_controller::clusters::Registry;
@@ -141,6 +141,23 @@ async fn trait_exists(os: &OpenStack, name: &str) -> Result<bool> {
         "GET /traits/{name}: {status}"
     );
     Ok(status == 204)
+}
+
+/// The hypervisor operator, played: it applied `traits` (and a standard trait beside them) to
+/// the resource provider of `node`'s Hypervisor.
+async fn play_traits(
+    hypervisors: &Api<DynamicObject>,
+    node: &str,
+    mut traits: Vec<String>,
+) -> kube::Result<DynamicObject> {
+    traits.push("HW_CPU_X86_AVX".into());
+    hypervisors
+        .patch_status(
+            node,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "traits": traits, "numInstances": 0 } })),
+        )
+        .await
 }
 
 /// The notes of the events `reason` on the object `name`, each with how often it was recorded.
@@ -270,22 +287,7 @@ async fn traits(
     let nodes: Api<Node> = Api::all(client.clone());
     create_tainted_zoned_node(&nodes, &node, &selector, &format!("tz-{ns}")).await;
     let hypervisors = create_hypervisor(client, &node).await?;
-    // The hypervisor operator, played: it applied `traits` to the resource provider.
-    let play = |traits: Vec<String>| {
-        let hypervisors = hypervisors.clone();
-        let node = node.clone();
-        async move {
-            let mut traits = traits;
-            traits.push("HW_CPU_X86_AVX".into());
-            hypervisors
-                .patch_status(
-                    &node,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({ "status": { "traits": traits, "numInstances": 0 } })),
-                )
-                .await
-        }
-    };
+    let play = |traits: Vec<String>| play_traits(&hypervisors, &node, traits);
     let custom_traits = || async {
         Ok::<_, anyhow::Error>(hypervisors.get(&node).await?.data["spec"]["customTraits"].clone())
     };
@@ -884,18 +886,7 @@ async fn keystone_and_placement_brownouts_delete_nothing_and_recover() -> Result
     }
     keystone.inject(Fault::None);
     touch(&pools, "pool-b", "keystone-back").await;
-    let play = |traits: Vec<String>| {
-        let (hypervisors, node) = (hypervisors.clone(), node.clone());
-        async move {
-            hypervisors
-                .patch_status(
-                    &node,
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({ "status": { "traits": traits, "numInstances": 0 } })),
-                )
-                .await
-        }
-    };
+    let play = |traits: Vec<String>| play_traits(&hypervisors, &node, traits);
     let applied = |traits: Vec<String>| {
         let pools = &pools;
         async move {
