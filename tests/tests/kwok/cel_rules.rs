@@ -758,8 +758,10 @@ async fn the_example_nova_and_the_sample_pool_are_accepted_with_their_schema_def
                 "secretStoreRef": {"name": "openbao"}
             }}),
             expected(&[
+                ("/spec/apiDatabase/deletionPolicy", json!("Retain")),
                 ("/spec/apiDatabase/replicas", json!(3)),
                 ("/spec/apiDatabase/storageSize", json!("100Gi")),
+                ("/spec/database/deletionPolicy", json!("Retain")),
                 ("/spec/database/replicas", json!(3)),
                 ("/spec/database/storageSize", json!("100Gi")),
                 ("/spec/cache/backend", json!("dogpile.cache.pymemcache")),
