@@ -250,14 +250,13 @@ async fn novas_placed_on_a_registered_target_cluster() {
     nova_testkit::logs::capture();
     // A management control plane of its own: the counters it reads are the whole server's.
     let TwoClusters {
-        home,
+        home: _home,
         target,
         home_client,
         target_client,
         ns,
         clusters_ns,
     } = two_clusters("placed").await;
-    let home = &home;
     let fleet = nova_fleet(
         &home_client,
         &clusters_ns,

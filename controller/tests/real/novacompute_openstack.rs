@@ -784,7 +784,7 @@ async fn start_pools(
     os: &OpenStack,
     ns: &str,
     routes: std::collections::BTreeMap<String, SocketAddr>,
-) -> (Metrics, Requests) {
+) -> (Metrics, Arc<Requests>) {
     provide_pool_nova(client, ns, &keystone_url(), os.nova_password()).await;
     start_novacompute_for_pools_in(
         client.clone(),
