@@ -23,8 +23,6 @@ use super::flags::{Flags, LogFormat};
 /// How long a shutdown waits for in-flight reconciles before the lease is handed back (inside
 /// the pod's default 30 s grace period).
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
-/// The longest one lease request may take (the lease loop bounds its own calls the same way).
-const LEASE_REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs both controllers until a shutdown is requested or the lead is lost.
 pub async fn run(flags: Flags) -> anyhow::Result<()> {
@@ -53,13 +51,9 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
         .with_layer(&FenceLayer(flags.leader_elect.then(|| fence.clone())))
         .build();
     // Leader election has a client of its own, outside the rate limit: a renewal queued behind
-    // a burst of reconcile requests could miss its deadline and end the lead. Its requests are
-    // bounded well inside the renewal window.
-    let lease_client = ClientBuilder::try_from(config)?
-        .with_layer(&RequestTimeoutLayer::new(
-            request_timeout.min(LEASE_REQUEST_TIMEOUT),
-        ))
-        .build();
+    // a burst of reconcile requests could miss its deadline and end the lead. The lease loop
+    // bounds each of its requests itself (`leadership`, 5 s and what is left of the deadline).
+    let lease_client = Client::try_from(config)?;
     let scope = (!flags.namespace.is_empty()).then(|| flags.namespace.clone());
     probe_crds(&client, scope.as_deref()).await?;
     let metrics = Metrics::new().context("registering metrics")?;
