@@ -271,9 +271,7 @@ async fn admit<R: Resolver + Send + Sync + 'static>(
     let Some(bytes) = budget::body_charge(declared, limits.max_body_bytes) else {
         return too_large();
     };
-    // Held until the answer is built: the body and its decoded review live as long.
-    let memory = bytes.saturating_mul(budget::MEMORY_PER_BODY_BYTE);
-    let Some(_share) = state.budget.take(memory, limits.review_budget_wait).await else {
+    let busy = || {
         state.metrics.rejected(Rejected::ReviewBudget);
         let mut refused = refuse(
             "unavailable",
@@ -283,7 +281,12 @@ async fn admit<R: Resolver + Send + Sync + 'static>(
         refused
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return refused;
+        refused
+    };
+    // Held until the answer is built: the body and its decoded review live as long.
+    let memory = bytes.saturating_mul(budget::MEMORY_PER_BODY_BYTE);
+    let Some(_share) = state.budget.take(memory, limits.review_budget_wait).await else {
+        return busy();
     };
     let body =
         match tokio::time::timeout(limits.body_read_timeout, read_body(req.into_body(), bytes))
@@ -299,6 +302,32 @@ async fn admit<R: Resolver + Send + Sync + 'static>(
             Ok(None) => return too_large(),
             Ok(Some(b)) => b,
         };
+    // A body of many tiny values costs more to decode than its length says: the share is
+    // topped up to what its structure can cost, before anything is decoded.
+    let structure = budget::structure_charge(&body);
+    let _more = if structure > memory {
+        if structure > limits.review_budget_bytes {
+            return refuse(
+                "bad_request",
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the request body holds {} JSON values, more than the webhook decodes at once ({})",
+                    budget::json_units(&body),
+                    limits.review_budget_bytes / budget::MEMORY_PER_JSON_UNIT
+                ),
+            );
+        }
+        match state
+            .budget
+            .take(structure - memory, limits.review_budget_wait)
+            .await
+        {
+            Some(more) => Some(more),
+            None => return busy(),
+        }
+    } else {
+        None
+    };
     let handled = review::handle(webhook, &body, &state.resolver).await;
     let outcome = handled
         .response

@@ -301,6 +301,43 @@ async fn a_flood_meets_the_limits_and_ordinary_reviews_pass() {
     drop(fourth);
 }
 
+/// The Example's review with `n` empty tolerations on the API Deployment: a few bytes each,
+/// and a struct each once decoded.
+fn many_empty_tolerations(n: usize) -> Vec<u8> {
+    let mut review: serde_json::Value = serde_json::from_slice(&review_body("CREATE")).unwrap();
+    review["request"]["object"]["spec"]["api"]["deployment"]["tolerations"] =
+        serde_json::Value::Array(vec![serde_json::json!({}); n]);
+    serde_json::to_vec(&review).unwrap()
+}
+
+/// A body is charged for what its structure can cost decoded, not only for its length: one
+/// whose values could not be decoded within the whole budget is refused before decoding
+/// (413, naming the count), one that fits is answered (here denied, one violation a
+/// toleration, the first hundred listed) and its whole charge given back.
+#[tokio::test]
+async fn a_body_of_many_tiny_values_is_charged_for_its_structure() {
+    install_provider();
+    let (ca, store, _tmp) = serving();
+    let running = start(store, Offline, small_limits(), ca.cert_pem()).await;
+    let mut client = h2_client(&running).await;
+    // 20,000 tolerations: 60 KiB, under the 64 KiB cap, and 40,000 units, over the 8,192 the
+    // budget of small_limits holds.
+    let flood = many_empty_tolerations(20_000);
+    assert!(flood.len() < 64 * KIB, "{}", flood.len());
+    let (status, _, body) = post(&mut client, flood).await;
+    assert_eq!(status, 413, "{body}");
+    assert!(
+        body.contains("JSON values, more than the webhook decodes at once (8192)"),
+        "{body}"
+    );
+    // 2,000: 6 KiB charged 120 KiB by its length, 640 KiB by its structure, which fits.
+    let (status, _, body) = post(&mut client, many_empty_tolerations(2_000)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("and 1900 more not listed"), "{body}");
+    let taken = series(&metrics(&running).await, "nova_webhook_review_budget_used_bytes");
+    assert_eq!(taken, Some(0.0), "the whole charge given back");
+}
+
 #[tokio::test]
 async fn a_head_over_the_cap_is_refused() {
     install_provider();
