@@ -334,8 +334,99 @@ async fn a_body_of_many_tiny_values_is_charged_for_its_structure() {
     let (status, _, body) = post(&mut client, many_empty_tolerations(2_000)).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("and 1900 more not listed"), "{body}");
-    let taken = series(&metrics(&running).await, "nova_webhook_review_budget_used_bytes");
+    let taken = series(
+        &metrics(&running).await,
+        "nova_webhook_review_budget_used_bytes",
+    );
     assert_eq!(taken, Some(0.0), "the whole charge given back");
+}
+
+/// One review as the API server sends it after the idle timeout closed its connection: a new
+/// HTTP/2 connection (from 127.0.0.1), one POST; its status and how long it took, or what
+/// failed.
+async fn review_on_a_new_connection(running: &Running) -> Result<(u16, Duration), String> {
+    let started = std::time::Instant::now();
+    let tls = connect_h2(running.addr, &running.ca_pem)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let (mut client, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+        .await
+        .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
+    tokio::spawn(conn);
+    let body = review_body("CREATE");
+    let req = hyper::Request::post(format!("https://127.0.0.1{VALIDATE}"))
+        .header("content-type", "application/json")
+        .header("content-length", body.len())
+        .body(Full::<hyper::body::Bytes>::from(body))
+        .map_err(|e| e.to_string())?;
+    let resp = client
+        .send_request(req)
+        .await
+        .map_err(|e| format!("request: {e}"))?;
+    let status = resp.status().as_u16();
+    resp.into_body()
+        .collect()
+        .await
+        .map_err(|e| format!("body: {e}"))?;
+    Ok((status, started.elapsed()))
+}
+
+/// How long the idle flood below lasts.
+const FLOOD: Duration = Duration::from_secs(3);
+
+/// Thousands of idle connections from one address (127.0.0.2, opened as fast as the machine
+/// allows, none sending a byte) against the cap of four, while the API server (127.0.0.1)
+/// opens a new connection for a review every 100 ms: every review is answered, because a
+/// newcomer from an address holding fewer connections takes the slot of a quiet one of the
+/// crowding address (`slots`). Prints the reviews' p50 and p99.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_flood_from_one_address_leaves_room_for_the_api_server() {
+    install_provider();
+    let (ca, store, _tmp) = serving();
+    let running = start(store, Offline, small_limits(), ca.cert_pem()).await;
+    let addr = running.addr;
+    let flood = tokio::spawn(async move {
+        // The newest 500 held open (under the test process's descriptor limit).
+        let mut held = std::collections::VecDeque::new();
+        let mut opened = 0usize;
+        let until = std::time::Instant::now() + FLOOD;
+        while std::time::Instant::now() < until {
+            let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+            socket.bind("127.0.0.2:0".parse().unwrap()).expect("bind");
+            if let Ok(stream) = socket.connect(addr).await {
+                opened += 1;
+                held.push_back(stream);
+                if held.len() > 500 {
+                    held.pop_front();
+                }
+            }
+        }
+        opened
+    });
+    let (mut answered, mut failed) = (Vec::new(), Vec::new());
+    let until = std::time::Instant::now() + FLOOD;
+    while std::time::Instant::now() < until {
+        match review_on_a_new_connection(&running).await {
+            Ok((200, took)) => answered.push(took),
+            other => failed.push(other),
+        }
+        // The API server's pace of writes, not a wait for state.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let opened = flood.await.expect("the flood");
+    assert!(failed.is_empty(), "reviews failed: {failed:?}");
+    assert!(opened >= 1000, "the flood opened only {opened} connections");
+    let m = metrics(&running).await;
+    let evicted = series(&m, "nova_webhook_connections_evicted_total").unwrap_or_default();
+    assert!(evicted >= 1.0, "{m}");
+    answered.sort();
+    let at = |q: f64| answered[((answered.len() - 1) as f64 * q) as usize];
+    println!(
+        "idle flood: {opened} connections from one address in {FLOOD:?}, {evicted} evicted; {} reviews answered on new connections, p50 {:?}, p99 {:?}",
+        answered.len(),
+        at(0.5),
+        at(0.99)
+    );
 }
 
 #[tokio::test]
