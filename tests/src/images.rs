@@ -85,8 +85,23 @@ pub fn nova_compute_image(release: &str) -> String {
     format!("ghcr.io/c5c3/nova-compute:{release}")
 }
 
-/// The harness's own test image: a shell, curl and nc on the Debian base.
+/// The harness's own test image: a shell, curl and nc on the Debian base, and h2load.
 pub const TOOLS_IMAGE: &str = "localhost/nova-test/tools:1";
+
+/// The spec of a pod (or a Job's pod template) running `command` once in the [`TOOLS_IMAGE`]
+/// in a container named `main`, never restarted, stopped within a second.
+pub fn tools_pod_spec(command: &[&str]) -> serde_json::Value {
+    serde_json::json!({
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{
+            "name": "main",
+            "image": TOOLS_IMAGE,
+            "imagePullPolicy": "Never",
+            "command": command
+        }]
+    })
+}
 /// The infrastructure images, built from Debian's packages.
 pub const MARIADB_IMAGE: &str = "localhost/nova-test/mariadb:10.11";
 /// RabbitMQ from Debian.

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, PostParams};
-use nova_test_harness::images::TOOLS_IMAGE;
+use nova_test_harness::images::{TOOLS_IMAGE, tools_pod_spec};
 use nova_test_harness::node::{NODE_LABEL, NODE_NAME};
 use nova_test_harness::{kwok, pods, shared_real_node};
 use serde_json::json;
@@ -35,16 +35,7 @@ fn job(name: &str, script: &str) -> serde_json::Value {
         "metadata": { "name": name },
         "spec": {
             "backoffLimit": 0,
-            "template": { "spec": {
-                "restartPolicy": "Never",
-                "terminationGracePeriodSeconds": 1,
-                "containers": [{
-                    "name": "main",
-                    "image": TOOLS_IMAGE,
-                    "imagePullPolicy": "Never",
-                    "command": ["sh", "-c", script]
-                }]
-            }}
+            "template": { "spec": tools_pod_spec(&["sh", "-c", script]) }
         }
     })
 }

@@ -54,6 +54,39 @@ pub(crate) fn install_args<'a>(
     ]
 }
 
+/// The install of a release limited to `ns`: Roles only, the controller under --namespace,
+/// one webhook replica admitting that namespace alone.
+pub(crate) fn scoped_install_args<'a>(
+    release: &'a str,
+    ns: &'a str,
+    chart: &'a str,
+) -> Vec<&'a str> {
+    let mut args = install_args("install", release, ns, chart);
+    args.extend_from_slice(&[
+        "--set",
+        "rbac.scope=namespace",
+        "--set",
+        "webhook.replicas=1",
+    ]);
+    args
+}
+
+/// The shared control plane with the real node (the operator's images built), its client, a
+/// helm home and the chart's directory.
+pub(crate) async fn on_the_real_node() -> (&'static ControlPlane, Client, tempfile::TempDir, String)
+{
+    assert!(
+        nova_test_harness::images::operator_manifest_path().is_file(),
+        "the operator images are not built: run images/build.sh"
+    );
+    let cp = nova_test_harness::shared_real_node()
+        .await
+        .expect("control plane with the real node");
+    let client = cp.client().expect("client");
+    let home = tempfile::tempdir().expect("helm home");
+    (cp, client, home, helm::chart_dir().display().to_string())
+}
+
 pub(crate) async fn available(client: &Client, ns: &str, name: &str) -> Deployment {
     let deployment = Api::<Deployment>::namespaced(client.clone(), ns)
         .get(name)
@@ -203,16 +236,7 @@ async fn converges_without_403(client: &Client, release_ns: &str, ns: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_chart_runs_the_operator_on_the_real_node() {
-    assert!(
-        nova_test_harness::images::operator_manifest_path().is_file(),
-        "the operator images are not built: run images/build.sh"
-    );
-    let cp = nova_test_harness::shared_real_node()
-        .await
-        .expect("control plane with the real node");
-    let client = cp.client().expect("client");
-    let home = tempfile::tempdir().expect("helm home");
-    let chart = helm::chart_dir().display().to_string();
+    let (cp, client, home, chart) = on_the_real_node().await;
 
     // Cluster-wide install.
     let release_ns = cp.namespace("nova-system").await.expect("namespace");
@@ -316,14 +340,11 @@ async fn the_chart_runs_the_operator_on_the_real_node() {
 
     // Namespace-scoped install: Roles only, the controller under --namespace.
     let scoped = cp.namespace("nova-scoped").await.expect("namespace");
-    let mut args = install_args("install", "nova-scoped", &scoped, &chart);
-    args.extend_from_slice(&[
-        "--set",
-        "rbac.scope=namespace",
-        "--set",
-        "webhook.replicas=1",
-    ]);
-    helm_ok(home.path(), cp, &args);
+    helm_ok(
+        home.path(),
+        cp,
+        &scoped_install_args("nova-scoped", &scoped, &chart),
+    );
     available(&client, &scoped, "nova-scoped-nova-operator-controller").await;
     available(&client, &scoped, "nova-scoped-nova-operator-webhook").await;
     webhook_denies(&client, &scoped).await;

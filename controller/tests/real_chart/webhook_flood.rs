@@ -17,12 +17,12 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
-use nova_test_harness::images::TOOLS_IMAGE;
-use nova_test_harness::{helm, node};
+use nova_test_harness::images::tools_pod_spec;
+use nova_test_harness::node;
 use nova_testkit::prelude::*;
 use serde_json::json;
 
-use crate::chart_install::{available, helm_ok, install_args};
+use crate::chart_install::{available, helm_ok, on_the_real_node, scoped_install_args};
 
 /// The webhook container's memory limit in the chart's values.
 const WEBHOOK_MEMORY_LIMIT: u64 = 128 * 1024 * 1024;
@@ -35,16 +35,7 @@ const FLOOD_BOUND: Duration = Duration::from_secs(240);
 fn tools_pod(name: &str, script: &str) -> Pod {
     serde_json::from_value(json!({
         "metadata": {"name": name},
-        "spec": {
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 1,
-            "containers": [{
-                "name": "main",
-                "image": TOOLS_IMAGE,
-                "imagePullPolicy": "Never",
-                "command": ["bash", "-c", script]
-            }]
-        }
+        "spec": tools_pod_spec(&["bash", "-c", script]),
     }))
     .expect("pod")
 }
@@ -104,26 +95,13 @@ async fn ended(pods: &Api<Pod>, name: &str) -> bool {
 #[tokio::test]
 async fn the_webhook_stays_up_under_an_exhaustion_flood_from_the_cluster() {
     let _timed = nova_testkit::stack::timed();
-    assert!(
-        nova_test_harness::images::operator_manifest_path().is_file(),
-        "the operator images are not built: run images/build.sh"
-    );
-    let cp = nova_test_harness::shared_real_node()
-        .await
-        .expect("control plane with the real node");
-    let client = cp.client().expect("client");
-    let home = tempfile::tempdir().expect("helm home");
-    let chart = helm::chart_dir().display().to_string();
-    // Namespace-scoped: the webhook admits this namespace alone, one replica.
+    let (cp, client, home, chart) = on_the_real_node().await;
     let ns = cp.namespace("nova-flood").await.expect("namespace");
-    let mut args = install_args("install", "nova-flood", &ns, &chart);
-    args.extend_from_slice(&[
-        "--set",
-        "rbac.scope=namespace",
-        "--set",
-        "webhook.replicas=1",
-    ]);
-    helm_ok(home.path(), cp, &args);
+    helm_ok(
+        home.path(),
+        cp,
+        &scoped_install_args("nova-flood", &ns, &chart),
+    );
     available(&client, &ns, "nova-flood-nova-operator-webhook").await;
     let webhook = webhook_pod(&client, &ns).await;
     let ip = webhook
