@@ -713,6 +713,36 @@ fn metric_names(expr: &str) -> BTreeSet<String> {
     names
 }
 
+/// The per-Nova series carry the Nova's namespace in `namespace`, which the alerts name: both
+/// ServiceMonitors honour the scraped labels, so Prometheus keeps it.
+#[test]
+fn the_service_monitors_keep_the_novas_namespace_label() {
+    let docs = render(&["--set", "metrics.serviceMonitor.enabled=true"]);
+    for component in ["controller", "webhook"] {
+        let monitor = find(
+            &docs,
+            "ServiceMonitor",
+            &format!("nova-operator-{component}"),
+        );
+        assert_eq!(
+            monitor["spec"]["endpoints"][0]["honorLabels"],
+            Value::Bool(true),
+            "{component}: {monitor}"
+        );
+    }
+    let series = nova_controller::metrics::Metrics::new().expect("metrics");
+    series
+        .nova_ready
+        .with_label_values(&["nova", "openstack"])
+        .set(1);
+    assert!(
+        series
+            .render()
+            .contains(r#"nova_operator_nova_ready{namespace="openstack",nova="nova"} 1"#),
+        "the Nova's namespace is the series' `namespace` label"
+    );
+}
+
 #[test]
 fn the_dashboard_and_the_alerts_use_only_exported_metrics() {
     let exported = exported_series();
