@@ -106,12 +106,20 @@ struct SelfSignedArgs {
     #[arg(long, env = "NOVA_WEBHOOK_CERTIFICATE_VALIDITY_SECONDS", default_value_t = 90 * 86_400)]
     certificate_validity_seconds: u64,
     /// Seconds between reads of the Secret and the configurations.
-    #[arg(long, env = "NOVA_WEBHOOK_CERTIFICATE_SYNC_SECONDS", default_value_t = 15)]
+    #[arg(
+        long,
+        env = "NOVA_WEBHOOK_CERTIFICATE_SYNC_SECONDS",
+        default_value_t = 15
+    )]
     certificate_sync_seconds: u64,
     /// Seconds a new CA must have been injected before a serving certificate it signed
     /// replaces the one served (the API server reads its webhook configurations through an
     /// informer).
-    #[arg(long, env = "NOVA_WEBHOOK_CA_PROPAGATION_SECONDS", default_value_t = 10)]
+    #[arg(
+        long,
+        env = "NOVA_WEBHOOK_CA_PROPAGATION_SECONDS",
+        default_value_t = 10
+    )]
     ca_propagation_seconds: u64,
     /// Seconds each request to the API server may take.
     #[arg(long, env = "NOVA_WEBHOOK_API_TIMEOUT_SECONDS", default_value_t = 10)]
@@ -251,7 +259,10 @@ async fn main() -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     nova_webhook::catalog::init().context("embedded option catalogs")?;
 
-    let self_signed = args.self_signed.settings().context("the self-signed flags")?;
+    let self_signed = args
+        .self_signed
+        .settings()
+        .context("the self-signed flags")?;
 
     let client = kube_client(args.kubeconfig.as_ref()).await;
     let resolver = match &client {
@@ -267,7 +278,11 @@ async fn main() -> anyhow::Result<()> {
         let _ = rx.wait_for(|s| *s).await;
     };
 
-    let (store, watcher) = match (&self_signed, &args.tls_cert_file, &args.tls_private_key_file) {
+    let (store, watcher) = match (
+        &self_signed,
+        &args.tls_cert_file,
+        &args.tls_private_key_file,
+    ) {
         (Some(settings), _, _) => {
             let client = client
                 .as_ref()
@@ -294,7 +309,9 @@ async fn main() -> anyhow::Result<()> {
             ));
             (store, watcher)
         }
-        _ => anyhow::bail!("either --self-signed-secret or both --tls-cert-file and --tls-private-key-file"),
+        _ => anyhow::bail!(
+            "either --self-signed-secret or both --tls-cert-file and --tls-private-key-file"
+        ),
     };
 
     let admin_listener = TcpListener::bind(args.metrics_bind_address)

@@ -206,11 +206,12 @@ pub fn plan(
     };
     let unexpired = |c: &PemCert| c.validity.not_after > now;
     let old_bundle: Vec<PemCert> = parse_certificates(&stored.bundle).unwrap_or_default();
-    let stored_ca = CertificateAuthority::from_pem(&stored.bundle, &stored.ca_key)
-        .and_then(|ca| match old_bundle.first() {
+    let stored_ca = CertificateAuthority::from_pem(&stored.bundle, &stored.ca_key).and_then(|ca| {
+        match old_bundle.first() {
             Some(first) => Ok((ca, first.clone())),
             None => Err(CertError::Invalid("no CA certificate".into())),
-        });
+        }
+    });
 
     // The signing CA and the bundle.
     let (signer, mut bundle) = match stored_ca {
@@ -247,7 +248,10 @@ pub fn plan(
     let serving = match serving_problem(stored, &bundle, lifetimes, now) {
         None => None,
         Some(reason) => {
-            reasons.push(reason);
+            // A missing Secret is reason enough.
+            if !reasons.contains(&Reason::Missing) {
+                reasons.push(reason);
+            }
             let signer_cert = &bundle[0];
             let mut validity = Lifetimes::validity(lifetimes.serving, now);
             validity.not_after = validity.not_after.min(signer_cert.validity.not_after);
@@ -276,10 +280,7 @@ pub fn plan(
 }
 
 fn new_ca(lifetimes: &Lifetimes, now: SystemTime) -> Result<CertificateAuthority, CertError> {
-    CertificateAuthority::new_valid(
-        "nova-webhook CA",
-        Lifetimes::validity(lifetimes.ca, now),
-    )
+    CertificateAuthority::new_valid("nova-webhook CA", Lifetimes::validity(lifetimes.ca, now))
 }
 
 /// Why the stored serving certificate cannot stay, if it cannot.
@@ -432,22 +433,40 @@ impl Manager {
     pub async fn sync(&mut self) -> Result<(), SyncError> {
         let name = self.settings.configuration.clone();
         let mutating = self
-            .bounded("reading the MutatingWebhookConfiguration", self.mutating.get(&name))
+            .bounded(
+                "reading the MutatingWebhookConfiguration",
+                self.mutating.get(&name),
+            )
             .await?;
         let validating = self
-            .bounded("reading the ValidatingWebhookConfiguration", self.validating.get(&name))
+            .bounded(
+                "reading the ValidatingWebhookConfiguration",
+                self.validating.get(&name),
+            )
             .await?;
         let mutating_bundles: Vec<Vec<u8>> = mutating
             .webhooks
             .iter()
             .flatten()
-            .map(|w| w.client_config.ca_bundle.clone().map(|b| b.0).unwrap_or_default())
+            .map(|w| {
+                w.client_config
+                    .ca_bundle
+                    .clone()
+                    .map(|b| b.0)
+                    .unwrap_or_default()
+            })
             .collect();
         let validating_bundles: Vec<Vec<u8>> = validating
             .webhooks
             .iter()
             .flatten()
-            .map(|w| w.client_config.ca_bundle.clone().map(|b| b.0).unwrap_or_default())
+            .map(|w| {
+                w.client_config
+                    .ca_bundle
+                    .clone()
+                    .map(|b| b.0)
+                    .unwrap_or_default()
+            })
             .collect();
         let trusted: Vec<PemCert> = mutating_bundles
             .iter()
@@ -457,7 +476,10 @@ impl Manager {
 
         let secret_name = self.settings.secret.clone();
         let secret = self
-            .bounded("reading the certificate Secret", self.secrets.get_opt(&secret_name))
+            .bounded(
+                "reading the certificate Secret",
+                self.secrets.get_opt(&secret_name),
+            )
             .await?;
         let stored = secret.as_ref().map(Material::from_secret);
         let now = SystemTime::now();
@@ -482,23 +504,24 @@ impl Manager {
 
         // Inject the bundle where it differs.
         let bundle = material.bundle.as_bytes();
-        let mut_ops = inject_ops(&mutating.metadata, mutating_webhook_names(&mutating), &mutating_bundles, bundle);
-        if let Some(ops) = mut_ops {
+        let params = PatchParams::default();
+        let webhooks = mutating.webhooks.as_deref().unwrap_or_default();
+        if let Some(patch) = inject_patch(&mutating.metadata, webhooks, bundle) {
             self.bounded(
                 "patching the MutatingWebhookConfiguration's caBundle",
-                self.mutating.patch(&name, &PatchParams::default(), &Patch::Json::<()>(ops)),
+                self.mutating.patch(&name, &params, &Patch::Merge(patch)),
             )
             .await?;
-            tracing::info!(configuration = %name, "caBundle of the mutating webhooks injected");
+            tracing::info!(configuration = %name, "CA bundle injected into the mutating webhooks");
         }
-        let val_ops = inject_ops(&validating.metadata, validating_webhook_names(&validating), &validating_bundles, bundle);
-        if let Some(ops) = val_ops {
+        let webhooks = validating.webhooks.as_deref().unwrap_or_default();
+        if let Some(patch) = inject_patch(&validating.metadata, webhooks, bundle) {
             self.bounded(
                 "patching the ValidatingWebhookConfiguration's caBundle",
-                self.validating.patch(&name, &PatchParams::default(), &Patch::Json::<()>(ops)),
+                self.validating.patch(&name, &params, &Patch::Merge(patch)),
             )
             .await?;
-            tracing::info!(configuration = %name, "caBundle of the validating webhooks injected");
+            tracing::info!(configuration = %name, "CA bundle injected into the validating webhooks");
         }
         // Both now trust exactly the bundle.
         let bundle_certs = parse_certificates(&material.bundle)?;
@@ -517,7 +540,13 @@ impl Manager {
                 .iter()
                 .find(|ca| candidate.issued_by(ca))
                 .and_then(|ca| self.trusted_since.get(&ca.der).copied());
-            if may_serve(served.as_ref(), since, self.settings.propagation, now, instant) {
+            if may_serve(
+                served.as_ref(),
+                since,
+                self.settings.propagation,
+                now,
+                instant,
+            ) {
                 self.store
                     .set_pem(material.cert.as_bytes(), material.key.as_bytes())?;
                 tracing::info!(secret = %secret_name, "serving certificate from the Secret now served");
@@ -584,7 +613,9 @@ impl Manager {
             let wait = match self.sync().await {
                 Ok(()) => self.settings.interval,
                 Err(SyncError::Conflict) => {
-                    tracing::debug!("the Secret or a configuration changed under a write; re-reading");
+                    tracing::debug!(
+                        "the Secret or a configuration changed under a write; re-reading"
+                    );
                     Duration::from_millis(100)
                 }
                 Err(e) => {
@@ -602,39 +633,30 @@ impl Manager {
     }
 }
 
-fn mutating_webhook_names(c: &MutatingWebhookConfiguration) -> Vec<String> {
-    c.webhooks.iter().flatten().map(|w| w.name.clone()).collect()
-}
-
-fn validating_webhook_names(c: &ValidatingWebhookConfiguration) -> Vec<String> {
-    c.webhooks.iter().flatten().map(|w| w.name.clone()).collect()
-}
-
-/// The JSON patch setting every webhook's `caBundle` to `bundle`, or `None` when each already
-/// holds it. It tests the resourceVersion and each webhook's name, so a configuration changed
-/// since it was read (a helm upgrade reordering its webhooks) is a conflict, not a wrong patch.
-pub fn inject_ops(
+/// The merge patch setting every webhook's `caBundle` to `bundle`, or `None` when each
+/// already holds it. A merge patch replaces a list whole, so it carries every webhook as read,
+/// and the resourceVersion read: a configuration changed since (a helm upgrade) is a conflict,
+/// never an overwrite.
+pub fn inject_patch<W: serde::Serialize>(
     meta: &ObjectMeta,
-    names: Vec<String>,
-    current: &[Vec<u8>],
+    webhooks: &[W],
     bundle: &[u8],
-) -> Option<json_patch::Patch> {
-    if current.iter().all(|c| c == bundle) {
-        return None;
-    }
-    let encoded = base64_encode(bundle);
-    let mut ops = vec![serde_json::json!({
-        "op": "test", "path": "/metadata/resourceVersion",
-        "value": meta.resource_version.clone().unwrap_or_default(),
-    })];
-    for (i, (name, current)) in names.iter().zip(current).enumerate() {
-        if current == bundle {
-            continue;
+) -> Option<serde_json::Value> {
+    let mut list = serde_json::to_value(webhooks).ok()?;
+    let encoded = serde_json::Value::String(base64_encode(bundle));
+    let mut changed = false;
+    for hook in list.as_array_mut()? {
+        if hook["clientConfig"]["caBundle"] != encoded {
+            hook["clientConfig"]["caBundle"] = encoded.clone();
+            changed = true;
         }
-        ops.push(serde_json::json!({"op": "test", "path": format!("/webhooks/{i}/name"), "value": name}));
-        ops.push(serde_json::json!({"op": "add", "path": format!("/webhooks/{i}/clientConfig/caBundle"), "value": encoded}));
     }
-    serde_json::from_value(serde_json::Value::Array(ops)).ok()
+    changed.then(|| {
+        serde_json::json!({
+            "metadata": {"resourceVersion": meta.resource_version},
+            "webhooks": list,
+        })
+    })
 }
 
 fn base64_encode(bytes: &[u8]) -> String {
@@ -697,18 +719,68 @@ mod tests {
         let mut no_ca_key = made.clone();
         no_ca_key.ca_key = String::new();
 
-        let at = |days: u64| t0 + days * DAY;
+        let at = |days: u32| t0 + DAY * days;
         // (case, stored, at, expected reasons, CA kept, leaf kept)
         let table: Vec<(&str, Option<&Material>, SystemTime, Vec<Reason>, bool, bool)> = vec![
             ("missing", None, t0, vec![Reason::Missing], false, false),
             ("fresh", Some(&made), at(1), vec![], true, true),
             ("before 2/3", Some(&made), at(59), vec![], true, true),
-            ("past 2/3", Some(&made), at(61), vec![Reason::ServingDue], true, false),
-            ("expired", Some(&made), at(91), vec![Reason::ServingDue], true, false),
-            ("key of another", Some(&broken_key), at(1), vec![Reason::BrokenServing("the serving key is not the certificate's".into())], true, false),
-            ("leaf garbage", Some(&garbage_leaf), at(1), vec![Reason::BrokenServing("no serving certificate that parses".into())], true, false),
-            ("leaf of another CA", Some(&foreign_leaf), at(1), vec![Reason::BrokenServing("the serving certificate is signed by no CA of the bundle".into())], true, false),
-            ("renamed", Some(&renamed), at(1), vec![Reason::BrokenServing("the serving certificate was issued for other names".into())], true, false),
+            (
+                "past 2/3",
+                Some(&made),
+                at(61),
+                vec![Reason::ServingDue],
+                true,
+                false,
+            ),
+            (
+                "expired",
+                Some(&made),
+                at(91),
+                vec![Reason::ServingDue],
+                true,
+                false,
+            ),
+            (
+                "key of another",
+                Some(&broken_key),
+                at(1),
+                vec![Reason::BrokenServing(
+                    "the serving key is not the certificate's".into(),
+                )],
+                true,
+                false,
+            ),
+            (
+                "leaf garbage",
+                Some(&garbage_leaf),
+                at(1),
+                vec![Reason::BrokenServing(
+                    "no serving certificate that parses".into(),
+                )],
+                true,
+                false,
+            ),
+            (
+                "leaf of another CA",
+                Some(&foreign_leaf),
+                at(1),
+                vec![Reason::BrokenServing(
+                    "the serving certificate is signed by no CA of the bundle".into(),
+                )],
+                true,
+                false,
+            ),
+            (
+                "renamed",
+                Some(&renamed),
+                at(1),
+                vec![Reason::BrokenServing(
+                    "the serving certificate was issued for other names".into(),
+                )],
+                true,
+                false,
+            ),
         ];
         for (case, stored, now, reasons, ca_kept, leaf_kept) in table {
             let result = plan(stored, &[], &lifetimes(), now).unwrap();
@@ -725,16 +797,35 @@ mod tests {
             assert!(leaf.matches_key(&m.key), "{case}");
             assert!(leaf.issued_by(&certs(&m.bundle)[0]), "{case}");
             assert!(leaf.validity.not_after > now, "{case}");
-            assert_eq!(plan(Some(&m), &[], &lifetimes(), now).unwrap(), Plan::Keep, "{case}: stable");
+            assert_eq!(
+                plan(Some(&m), &[], &lifetimes(), now).unwrap(),
+                Plan::Keep,
+                "{case}: stable"
+            );
         }
 
-        // Broken CA contents regenerate both, without a panic.
-        for (case, stored) in [("CA garbage", &garbage_ca), ("no CA key", &no_ca_key)] {
+        // Broken CA contents make a new CA, without a panic. The old CA, when it still parses,
+        // stays in the bundle, and so does the leaf it signed (it is served and trusted).
+        for (case, stored, leaf_kept) in [
+            ("CA garbage", &garbage_ca, false),
+            ("no CA key", &no_ca_key, true),
+        ] {
             let (m, got) = written(plan(Some(stored), &[], &lifetimes(), at(1)).unwrap());
             assert!(matches!(got[0], Reason::BrokenCa(_)), "{case}: {got:?}");
-            assert!(!got.iter().any(|r| format!("{r:?}").contains("PRIVATE")), "{case}");
-            assert_ne!(certs(&m.bundle)[0], ca0, "{case}");
-            assert_ne!(certs(&m.cert)[0], leaf0, "{case}");
+            assert!(
+                !got.iter().any(|r| format!("{r:?}").contains("PRIVATE")),
+                "{case}"
+            );
+            let bundle = certs(&m.bundle);
+            assert_ne!(bundle[0], ca0, "{case}");
+            assert!(bundle[0].matches_key(&m.ca_key), "{case}");
+            assert_eq!(bundle.contains(&ca0), leaf_kept, "{case}");
+            assert_eq!(certs(&m.cert)[0] == leaf0, leaf_kept, "{case}");
+            assert_eq!(
+                plan(Some(&m), &[], &lifetimes(), at(1)).unwrap(),
+                Plan::Keep,
+                "{case}"
+            );
         }
     }
 
@@ -747,8 +838,8 @@ mod tests {
         // Walk through time renewing whenever the plan says so.
         let mut current = made;
         let mut rolled_at = None;
-        for day in 1..=400u64 {
-            let now = t0 + day * DAY;
+        for day in 1..=400u32 {
+            let now = t0 + DAY * day;
             if let Plan::Write(m, reasons) = plan(Some(&current), &[], &l, now).unwrap() {
                 if reasons.contains(&Reason::CaDue) {
                     rolled_at = Some(day);
@@ -767,10 +858,17 @@ mod tests {
             assert!(leaf.validity.not_after > now, "day {day}");
             let bundle = certs(&current.bundle);
             assert!(bundle.iter().any(|ca| leaf.issued_by(ca)), "day {day}");
-            assert!(bundle.iter().all(|ca| ca.validity.not_after > now), "day {day}");
+            assert!(
+                bundle.iter().all(|ca| ca.validity.not_after > now),
+                "day {day}"
+            );
         }
         assert_eq!(rolled_at, Some(244), "rolled at two-thirds of a year");
-        assert_eq!(certs(&current.bundle).len(), 1, "the old CA dropped once expired");
+        assert_eq!(
+            certs(&current.bundle).len(),
+            1,
+            "the old CA dropped once expired"
+        );
     }
 
     #[test]
@@ -788,23 +886,37 @@ mod tests {
 
     #[test]
     fn injection_patches_only_what_differs() {
+        use k8s_openapi::api::admissionregistration::v1::{ValidatingWebhook, WebhookClientConfig};
         let meta = ObjectMeta {
             resource_version: Some("7".into()),
             ..ObjectMeta::default()
         };
-        let names = vec!["a".to_owned(), "b".to_owned()];
-        let bundle = b"BUNDLE".to_vec();
-        assert!(inject_ops(&meta, names.clone(), &[bundle.clone(), bundle.clone()], &bundle).is_none());
-        let ops = inject_ops(&meta, names, &[bundle.clone(), Vec::new()], &bundle).unwrap();
-        let ops = serde_json::to_value(ops).unwrap();
+        let hook = |name: &str, bundle: &[u8]| ValidatingWebhook {
+            name: name.into(),
+            client_config: WebhookClientConfig {
+                url: Some(format!("https://127.0.0.1/{name}")),
+                ca_bundle: Some(ByteString(bundle.to_vec())),
+                service: None,
+            },
+            ..ValidatingWebhook::default()
+        };
+        let bundle = b"BUNDLE";
+        assert!(inject_patch(&meta, &[hook("a", bundle), hook("b", bundle)], bundle).is_none());
+        let patch = inject_patch(&meta, &[hook("a", bundle), hook("b", b"")], bundle).unwrap();
         assert_eq!(
-            ops,
-            serde_json::json!([
-                {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
-                {"op": "test", "path": "/webhooks/1/name", "value": "b"},
-                {"op": "add", "path": "/webhooks/1/clientConfig/caBundle", "value": "QlVORExF"},
-            ])
+            patch["metadata"],
+            serde_json::json!({"resourceVersion": "7"})
         );
+        let hooks = patch["webhooks"].as_array().unwrap();
+        assert_eq!(hooks.len(), 2, "the list is carried whole");
+        for (h, name) in hooks.iter().zip(["a", "b"]) {
+            assert_eq!(h["name"], name);
+            assert_eq!(h["clientConfig"]["caBundle"], "QlVORExF");
+            assert_eq!(
+                h["clientConfig"]["url"],
+                format!("https://127.0.0.1/{name}")
+            );
+        }
     }
 
     #[test]
@@ -815,7 +927,13 @@ mod tests {
         let p = Duration::from_secs(10);
         assert!(may_serve(None, None, p, now, t));
         assert!(!may_serve(Some(&served), None, p, now, t));
-        assert!(!may_serve(Some(&served), Some(t), p, now, t + Duration::from_secs(5)));
+        assert!(!may_serve(
+            Some(&served),
+            Some(t),
+            p,
+            now,
+            t + Duration::from_secs(5)
+        ));
         assert!(may_serve(Some(&served), Some(t), p, now, t + p));
         assert!(may_serve(Some(&served), None, p, now + 91 * DAY, t));
     }

@@ -529,8 +529,7 @@ fn without(docs: Vec<Value>, deployment: &str) -> Vec<Value> {
 
 /// The webhook container of a rendering.
 fn webhook_container(docs: &[Value]) -> &Value {
-    &find(docs, "Deployment", "nova-operator-webhook")["spec"]["template"]["spec"]["containers"]
-        [0]
+    &find(docs, "Deployment", "nova-operator-webhook")["spec"]["template"]["spec"]["containers"][0]
 }
 
 #[test]
@@ -585,8 +584,16 @@ fn self_signed_mode_renders_the_same_every_time_and_grants_one_secret_and_two_co
     let args = strings(&webhook_container(&docs)["args"]);
     assert!(args.contains(&"--tls-cert-file=/tls/tls.crt".to_owned()));
     assert!(!args.iter().any(|a| a.starts_with("--self-signed")));
-    assert!(!docs.iter().any(|d| d["metadata"]["name"] == "nova-operator-webhook-certificate"));
-    assert!(!docs.iter().any(|d| d["metadata"]["name"] == "nova-operator-webhook-ca-injection"));
+    assert!(
+        !docs
+            .iter()
+            .any(|d| d["metadata"]["name"] == "nova-operator-webhook-certificate")
+    );
+    assert!(
+        !docs
+            .iter()
+            .any(|d| d["metadata"]["name"] == "nova-operator-webhook-ca-injection")
+    );
     assert_eq!(
         find(&docs, "Certificate", "nova-operator-webhook-ca")["spec"]["privateKey"]["rotationPolicy"],
         "Never"
@@ -604,7 +611,11 @@ fn self_signed_mode_renders_the_same_every_time_and_grants_one_secret_and_two_co
         ],
     )
     .expect("helm");
-    assert!(!out.success && out.stderr.contains("three times"), "{}", out.stderr);
+    assert!(
+        !out.success && out.stderr.contains("three times"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

@@ -17,7 +17,9 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams};
 use nova_certs::{PemCert, parse_certificates};
-use nova_test_harness::local_webhook::{LocalWebhook, example_named, nova_registration, nova_resource};
+use nova_test_harness::local_webhook::{
+    LocalWebhook, example_named, nova_registration, nova_resource,
+};
 use nova_test_harness::{
     Canary, CanaryExpectation, WebhookRegistration, helm, register_webhooks, shared,
     unregister_webhooks, wait_for_webhook,
@@ -80,19 +82,29 @@ async fn injected(client: &kube::Client, name: &str) -> (Vec<Vec<u8>>, Vec<Strin
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
     let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
     let m = mutating.get(name).await.expect("mutating configuration");
-    let v = validating.get(name).await.expect("validating configuration");
+    let v = validating
+        .get(name)
+        .await
+        .expect("validating configuration");
     let mut bundles: Vec<Vec<u8>> = m
         .webhooks
         .iter()
         .flatten()
-        .map(|w| w.client_config.ca_bundle.clone().map(|b| b.0).unwrap_or_default())
+        .map(|w| {
+            w.client_config
+                .ca_bundle
+                .clone()
+                .map(|b| b.0)
+                .unwrap_or_default()
+        })
         .collect();
-    bundles.extend(
-        v.webhooks
-            .iter()
-            .flatten()
-            .map(|w| w.client_config.ca_bundle.clone().map(|b| b.0).unwrap_or_default()),
-    );
+    bundles.extend(v.webhooks.iter().flatten().map(|w| {
+        w.client_config
+            .ca_bundle
+            .clone()
+            .map(|b| b.0)
+            .unwrap_or_default()
+    }));
     let versions = vec![
         m.metadata.resource_version.unwrap_or_default(),
         v.metadata.resource_version.unwrap_or_default(),
@@ -120,17 +132,23 @@ async fn wait_called(client: &kube::Client, ns: &str) {
 /// Waits until the webhook has started serving the Secret's pair `n` times.
 async fn wait_served(webhook: &LocalWebhook, n: usize) -> Duration {
     let started = Instant::now();
-    Wait::new(format!("the webhook to serve a pair from the Secret {n}x"), Duration::from_secs(60))
-        .every(Duration::from_millis(100))
-        .until(|| async { webhook.log_lines_containing(SERVED) >= n })
-        .await
-        .expect("served");
+    Wait::new(
+        format!("the webhook to serve a pair from the Secret {n}x"),
+        Duration::from_secs(60),
+    )
+    .every(Duration::from_millis(100))
+    .until(|| async { webhook.log_lines_containing(SERVED) >= n })
+    .await
+    .expect("served");
     started.elapsed()
 }
 
 /// No request of any phase got anything but the answer of a working webhook.
 fn assert_nothing_refused(tally: &Tally, phases: &[&str]) {
-    let mut wrong: Vec<String> = phases.iter().flat_map(|p| wrong_while_up(tally, p)).collect();
+    let mut wrong: Vec<String> = phases
+        .iter()
+        .flat_map(|p| wrong_while_up(tally, p))
+        .collect();
     wrong.extend(
         tally
             .iter()
@@ -178,7 +196,9 @@ async fn self_signed_certificate_is_renewed_and_recreated_under_load_with_no_ref
     // The configurations exist before the webhook (the chart renders them without a caBundle);
     // it is ready once it has injected its CA, and only then is it pointed at.
     let placeholder = nova_registration(&name, &ns, "https://127.0.0.1:1", "");
-    register_webhooks(&client, &placeholder).await.expect("register");
+    register_webhooks(&client, &placeholder)
+        .await
+        .expect("register");
     let started = Instant::now();
     let webhook = LocalWebhook::start_with(
         env!("CARGO_BIN_EXE_nova-webhook").as_ref(),
@@ -188,18 +208,26 @@ async fn self_signed_certificate_is_renewed_and_recreated_under_load_with_no_ref
     )
     .await
     .expect("the self-signed webhook starts and is ready");
-    eprintln!("certs: created, injected and ready after {:?}", started.elapsed());
+    eprintln!(
+        "certs: created, injected and ready after {:?}",
+        started.elapsed()
+    );
     let first = stored(&secrets).await.expect("the Secret was created");
     let (bundles, _) = injected(&client, &name).await;
     let first_bundle: Vec<u8> = first.bundle.iter().flat_map(|c| c.pem.bytes()).collect();
-    assert!(bundles.iter().all(|b| *b == first_bundle), "every webhook trusts the CA");
+    assert!(
+        bundles.iter().all(|b| *b == first_bundle),
+        "every webhook trusts the CA"
+    );
     // Pointed at the webhook, with the injected bundle (the registration applies it as is).
     let registration = WebhookRegistration {
         url_base: webhook.url_base(),
         ca_bundle_pem: String::from_utf8(first_bundle).unwrap(),
         ..placeholder
     };
-    register_webhooks(&client, &registration).await.expect("register");
+    register_webhooks(&client, &registration)
+        .await
+        .expect("register");
     wait_called(&client, &ns).await;
 
     let phases = Arc::new(Phases {
@@ -209,15 +237,14 @@ async fn self_signed_certificate_is_renewed_and_recreated_under_load_with_no_ref
     let load = Load::start(&client, &ns, &phases);
 
     // Renewal before expiry.
-    let renewed = Wait::new("the serving certificate renewed", Duration::from_secs(2 * SERVING_SECONDS))
-        .every(Duration::from_millis(200))
-        .until(|| async {
-            stored(&secrets)
-                .await
-                .filter(|s| s.leaf != first.leaf)
-        })
-        .await
-        .expect("renewed");
+    let renewed = Wait::new(
+        "the serving certificate renewed",
+        Duration::from_secs(2 * SERVING_SECONDS),
+    )
+    .every(Duration::from_millis(200))
+    .until(|| async { stored(&secrets).await.filter(|s| s.leaf != first.leaf) })
+    .await
+    .expect("renewed");
     let left = first.leaf.validity.remaining(SystemTime::now());
     eprintln!(
         "certs: renewed at {:.0}% of the first certificate's life, {left:?} before it expired",
@@ -225,7 +252,10 @@ async fn self_signed_certificate_is_renewed_and_recreated_under_load_with_no_ref
     );
     assert!(left > Duration::ZERO, "renewed before expiry");
     assert_eq!(renewed.uid, first.uid, "the same Secret, replaced");
-    assert_eq!(renewed.bundle, first.bundle, "the same CA signs the renewal");
+    assert_eq!(
+        renewed.bundle, first.bundle,
+        "the same CA signs the renewal"
+    );
     let swap = wait_served(&webhook, 2).await;
     eprintln!("certs: the renewed certificate served {swap:?} after it was seen in the Secret");
     phases.enter("renewed");
@@ -246,12 +276,26 @@ async fn self_signed_certificate_is_renewed_and_recreated_under_load_with_no_ref
         .await
         .expect("re-created");
     let recreated_after = deleted.elapsed();
-    assert_eq!(recreated.bundle.len(), 2, "the new CA and the one still trusted");
+    assert_eq!(
+        recreated.bundle.len(),
+        2,
+        "the new CA and the one still trusted"
+    );
     assert_eq!(recreated.bundle[1], first.bundle[0]);
-    let new_bundle: Vec<u8> = recreated.bundle.iter().flat_map(|c| c.pem.bytes()).collect();
+    let new_bundle: Vec<u8> = recreated
+        .bundle
+        .iter()
+        .flat_map(|c| c.pem.bytes())
+        .collect();
     Wait::new("the new bundle injected", Duration::from_secs(30))
         .every(Duration::from_millis(100))
-        .until(|| async { injected(&client, &name).await.0.iter().all(|b| *b == new_bundle) })
+        .until(|| async {
+            injected(&client, &name)
+                .await
+                .0
+                .iter()
+                .all(|b| *b == new_bundle)
+        })
         .await
         .expect("injected");
     let injected_after = deleted.elapsed();
@@ -266,9 +310,15 @@ async fn self_signed_certificate_is_renewed_and_recreated_under_load_with_no_ref
 
     // Steady state: no write for several syncs.
     phases.enter("steady");
-    let before = (stored(&secrets).await.unwrap().resource_version, injected(&client, &name).await.1);
+    let before = (
+        stored(&secrets).await.unwrap().resource_version,
+        injected(&client, &name).await.1,
+    );
     load_for(Duration::from_secs(4 * SYNC_SECONDS)).await;
-    let after = (stored(&secrets).await.unwrap().resource_version, injected(&client, &name).await.1);
+    let after = (
+        stored(&secrets).await.unwrap().resource_version,
+        injected(&client, &name).await.1,
+    );
     assert_eq!(before, after, "a steady webhook writes nothing");
 
     let tally = load.finish().await;
@@ -279,9 +329,21 @@ async fn self_signed_certificate_is_renewed_and_recreated_under_load_with_no_ref
     let text = metrics(&webhook).await;
     let expiry = metric(&text, "nova_webhook_certificate_expiry_seconds");
     assert!(expiry > 0.0 && expiry <= SERVING_SECONDS as f64, "{expiry}");
-    assert!(metric(&text, "nova_webhook_certificate_renewals_total{what=\"serving\"}") >= 1.0);
-    assert!(metric(&text, "nova_webhook_certificate_renewals_total{what=\"regenerated\"}") >= 2.0);
-    unregister_webhooks(&client, &name).await.expect("unregister");
+    assert!(
+        metric(
+            &text,
+            "nova_webhook_certificate_renewals_total{what=\"serving\"}"
+        ) >= 1.0
+    );
+    assert!(
+        metric(
+            &text,
+            "nova_webhook_certificate_renewals_total{what=\"regenerated\"}"
+        ) >= 2.0
+    );
+    unregister_webhooks(&client, &name)
+        .await
+        .expect("unregister");
 }
 
 /// The rendering, its webhook configurations pointed at `url_base` instead of the Service
@@ -291,9 +353,15 @@ fn pointed_at(rendering: &str, url_base: &str) -> String {
     docs.into_iter()
         .filter(|d| !d.is_null())
         .map(|mut d| {
-            if d["kind"].as_str().is_some_and(|k| k.ends_with("WebhookConfiguration")) {
+            if d["kind"]
+                .as_str()
+                .is_some_and(|k| k.ends_with("WebhookConfiguration"))
+            {
                 for hook in d["webhooks"].as_array_mut().into_iter().flatten() {
-                    let path = hook["clientConfig"]["service"]["path"].as_str().unwrap_or_default().to_owned();
+                    let path = hook["clientConfig"]["service"]["path"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned();
                     hook["clientConfig"] = serde_json::json!({"url": format!("{url_base}{path}")});
                 }
             }
@@ -312,7 +380,12 @@ fn kubectl(cp: &nova_test_harness::ControlPlane, args: &[&str], stdin: &str) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("kubectl");
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().expect("kubectl");
     assert!(
         out.status.success(),
@@ -342,20 +415,23 @@ async fn helm_template_applied_twice_keeps_the_injected_ca_and_the_secret_under_
     assert_eq!(rendering, render(), "helm template renders the same twice");
     assert!(!rendering.contains("caBundle"), "no caBundle rendered");
     let secret_name = format!("{ns}-webhook-tls");
-    assert!(!rendering.contains(&format!("name: {secret_name}\n")), "no Secret rendered");
+    assert!(
+        !rendering.contains(&format!("name: {secret_name}\n")),
+        "no Secret rendered"
+    );
 
     // First apply, then the webhook as the chart runs it (its Secret, its configurations).
-    kubectl(cp, &["apply", "-f", "-"], &pointed_at(&rendering, "https://127.0.0.1:1"));
+    kubectl(
+        cp,
+        &["apply", "-f", "-"],
+        &pointed_at(&rendering, "https://127.0.0.1:1"),
+    );
     let mut args = self_signed_args(&ns, &ns);
     args[0] = format!("--self-signed-secret={secret_name}");
-    let webhook = LocalWebhook::start_with(
-        env!("CARGO_BIN_EXE_nova-webhook").as_ref(),
-        args,
-        cp,
-        &ns,
-    )
-    .await
-    .expect("the self-signed webhook starts and is ready");
+    let webhook =
+        LocalWebhook::start_with(env!("CARGO_BIN_EXE_nova-webhook").as_ref(), args, cp, &ns)
+            .await
+            .expect("the self-signed webhook starts and is ready");
     let stream = pointed_at(&rendering, &webhook.url_base());
     kubectl(cp, &["apply", "-f", "-"], &stream);
     wait_called(&client, &ns).await;
@@ -376,13 +452,25 @@ async fn helm_template_applied_twice_keeps_the_injected_ca_and_the_secret_under_
     load_for(Duration::from_secs(2)).await;
     // The GitOps loop: render again, apply again, twice.
     for _ in 0..2 {
-        kubectl(cp, &["apply", "-f", "-"], &pointed_at(&render(), &webhook.url_base()));
-        assert_eq!(read().await, before, "the apply left the caBundle and the Secret as they were");
+        kubectl(
+            cp,
+            &["apply", "-f", "-"],
+            &pointed_at(&render(), &webhook.url_base()),
+        );
+        assert_eq!(
+            read().await,
+            before,
+            "the apply left the caBundle and the Secret as they were"
+        );
         load_for(Duration::from_secs(2)).await;
     }
     let tally = load.finish().await;
     assert_nothing_refused(&tally, phases.names);
-    assert_eq!(read().await, before, "nothing to re-inject after the applies");
+    assert_eq!(
+        read().await,
+        before,
+        "nothing to re-inject after the applies"
+    );
 
     drop(webhook);
     kubectl(

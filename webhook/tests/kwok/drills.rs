@@ -210,7 +210,10 @@ pub(crate) fn count(tally: &Tally, phase: &str) -> usize {
 
 /// Every stored Nova was defaulted by the webhook (also after its last update) and none is
 /// the invalid one; returns how many there are.
-pub(crate) async fn every_stored_nova_went_through_the_webhook(client: &kube::Client, ns: &str) -> usize {
+pub(crate) async fn every_stored_nova_went_through_the_webhook(
+    client: &kube::Client,
+    ns: &str,
+) -> usize {
     let novas: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), ns, &nova_resource("Nova", "novas"));
     let stored = novas.list(&ListParams::default()).await.unwrap().items;
