@@ -721,7 +721,15 @@ mod tests {
 
         let at = |days: u32| t0 + DAY * days;
         // (case, stored, at, expected reasons, CA kept, leaf kept)
-        let table: Vec<(&str, Option<&Material>, SystemTime, Vec<Reason>, bool, bool)> = vec![
+        type Case<'a> = (
+            &'a str,
+            Option<&'a Material>,
+            SystemTime,
+            Vec<Reason>,
+            bool,
+            bool,
+        );
+        let table: Vec<Case> = vec![
             ("missing", None, t0, vec![Reason::Missing], false, false),
             ("fresh", Some(&made), at(1), vec![], true, true),
             ("before 2/3", Some(&made), at(59), vec![], true, true),
