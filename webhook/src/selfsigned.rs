@@ -310,6 +310,34 @@ fn serving_problem(
     None
 }
 
+/// Every webhook's `caBundle` in both configurations, the mutating ones first (empty where
+/// none is set).
+pub fn injected_bundles(
+    mutating: &MutatingWebhookConfiguration,
+    validating: &ValidatingWebhookConfiguration,
+) -> Vec<Vec<u8>> {
+    let configs = mutating
+        .webhooks
+        .iter()
+        .flatten()
+        .map(|w| &w.client_config)
+        .chain(
+            validating
+                .webhooks
+                .iter()
+                .flatten()
+                .map(|w| &w.client_config),
+        );
+    configs
+        .map(|c| {
+            c.ca_bundle
+                .as_ref()
+                .map(|b| b.0.clone())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
 /// The CAs of a `caBundle`; one that does not parse trusts nothing.
 pub fn bundle_certs(pem: &[u8]) -> Vec<PemCert> {
     std::str::from_utf8(pem)
@@ -444,33 +472,8 @@ impl Manager {
                 self.validating.get(&name),
             )
             .await?;
-        let mutating_bundles: Vec<Vec<u8>> = mutating
-            .webhooks
+        let trusted: Vec<PemCert> = injected_bundles(&mutating, &validating)
             .iter()
-            .flatten()
-            .map(|w| {
-                w.client_config
-                    .ca_bundle
-                    .clone()
-                    .map(|b| b.0)
-                    .unwrap_or_default()
-            })
-            .collect();
-        let validating_bundles: Vec<Vec<u8>> = validating
-            .webhooks
-            .iter()
-            .flatten()
-            .map(|w| {
-                w.client_config
-                    .ca_bundle
-                    .clone()
-                    .map(|b| b.0)
-                    .unwrap_or_default()
-            })
-            .collect();
-        let trusted: Vec<PemCert> = mutating_bundles
-            .iter()
-            .chain(&validating_bundles)
             .flat_map(|b| bundle_certs(b))
             .collect();
 

@@ -86,25 +86,7 @@ async fn injected(client: &kube::Client, name: &str) -> (Vec<Vec<u8>>, Vec<Strin
         .get(name)
         .await
         .expect("validating configuration");
-    let mut bundles: Vec<Vec<u8>> = m
-        .webhooks
-        .iter()
-        .flatten()
-        .map(|w| {
-            w.client_config
-                .ca_bundle
-                .clone()
-                .map(|b| b.0)
-                .unwrap_or_default()
-        })
-        .collect();
-    bundles.extend(v.webhooks.iter().flatten().map(|w| {
-        w.client_config
-            .ca_bundle
-            .clone()
-            .map(|b| b.0)
-            .unwrap_or_default()
-    }));
+    let bundles = nova_webhook::selfsigned::injected_bundles(&m, &v);
     let versions = vec![
         m.metadata.resource_version.unwrap_or_default(),
         v.metadata.resource_version.unwrap_or_default(),
