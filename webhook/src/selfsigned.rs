@@ -398,7 +398,7 @@ pub enum SyncError {
     /// An API request took longer than the timeout.
     #[error("{0}: no answer within the request timeout")]
     Timeout(String),
-    /// Another replica wrote the Secret first; re-read at once.
+    /// Another replica wrote the Secret first; re-read shortly.
     #[error("the Secret changed since it was read")]
     Conflict,
     /// Certificates could not be made.
@@ -608,7 +608,7 @@ impl Manager {
         Ok(())
     }
 
-    /// Syncs every interval until `stop` resolves; a conflict re-reads at once, a failure is
+    /// Syncs every interval until `stop` resolves; a conflict re-reads after half a second, a failure is
     /// counted and retried at the next interval (the pair served so far keeps serving).
     pub async fn run(mut self, stop: impl std::future::Future<Output = ()>) {
         tokio::pin!(stop);
@@ -619,7 +619,7 @@ impl Manager {
                     tracing::debug!(
                         "the Secret or a configuration changed under a write; re-reading"
                     );
-                    Duration::from_millis(100)
+                    Duration::from_millis(500)
                 }
                 Err(e) => {
                     self.metrics.certificate_sync_failed();

@@ -1,6 +1,6 @@
 //! The self-signed mode (`nova-webhook --self-signed-secret`) behind the real API server, under
 //! the drills' admission load (eight clients creating and updating Novas and trying an invalid
-//! one): the webhook creates its Secret, injects the CA into its configurations and becomes
+//! one), two replicas on one Secret: the webhook creates its Secret, injects the CA into its configurations and becomes
 //! ready; a serving certificate of 30 s is renewed before it expires and the load runs past
 //! that expiry; the Secret deleted is re-created and the bundle re-injected; in steady state
 //! nothing is written. And the chart: `helm template | kubectl apply` twice (GitOps) leaves the
@@ -162,12 +162,13 @@ async fn metrics(webhook: &LocalWebhook) -> String {
     out
 }
 
+/// The value of the series `name` (a counter never incremented is absent: zero).
 fn metric(text: &str, name: &str) -> f64 {
     text.lines()
         .find(|l| l.starts_with(name))
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+        .unwrap_or(0.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -194,8 +195,18 @@ async fn self_signed_certificate_is_renewed_and_recreated_under_load_with_no_ref
     )
     .await
     .expect("the self-signed webhook starts and is ready");
+    // A second replica on the same Secret and configurations: the two must converge, one
+    // write per renewal between them (the API server calls the first).
+    let replica = LocalWebhook::start_with(
+        env!("CARGO_BIN_EXE_nova-webhook").as_ref(),
+        self_signed_args(&ns, SECRET, &name, SERVING_SECONDS),
+        cp,
+        &format!("{ns}-replica"),
+    )
+    .await
+    .expect("the second replica starts and is ready");
     eprintln!(
-        "certs: created, injected and ready after {:?}",
+        "certs: created, injected and ready after {:?} (both replicas)",
         started.elapsed()
     );
     let first = stored(&secrets).await.expect("the Secret was created");
@@ -315,17 +326,25 @@ async fn self_signed_certificate_is_renewed_and_recreated_under_load_with_no_ref
     let text = metrics(&webhook).await;
     let expiry = metric(&text, "nova_webhook_certificate_expiry_seconds");
     assert!(expiry > 0.0 && expiry <= SERVING_SECONDS as f64, "{expiry}");
-    assert!(
-        metric(
-            &text,
-            "nova_webhook_certificate_renewals_total{what=\"serving\"}"
-        ) >= 1.0
+    // Between the two replicas: one renewal, and two creations (at start, after the delete);
+    // replicas that fought would have written more.
+    let other = metrics(&replica).await;
+    let writes = |what: &str| {
+        let series = format!("nova_webhook_certificate_renewals_total{{what=\"{what}\"}}");
+        metric(&text, &series) + metric(&other, &series)
+    };
+    eprintln!(
+        "certs: Secret writes by both replicas: {} serving, {} regenerated, {} sync failures",
+        writes("serving"),
+        writes("regenerated"),
+        metric(&text, "nova_webhook_certificate_sync_failures_total")
+            + metric(&other, "nova_webhook_certificate_sync_failures_total")
     );
-    assert!(
-        metric(
-            &text,
-            "nova_webhook_certificate_renewals_total{what=\"regenerated\"}"
-        ) >= 2.0
+    assert_eq!((writes("serving"), writes("regenerated")), (1.0, 2.0));
+    assert_eq!(
+        replica.log_lines_containing(SERVED) + webhook.log_lines_containing(SERVED),
+        6,
+        "each replica served each of the three certificates once"
     );
     unregister_webhooks(&client, &name)
         .await
