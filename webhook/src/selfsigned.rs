@@ -463,19 +463,26 @@ impl Manager {
         let mutating = self
             .bounded(
                 "reading the MutatingWebhookConfiguration",
-                self.mutating.get(&name),
+                self.mutating.get_opt(&name),
             )
             .await?;
         let validating = self
             .bounded(
                 "reading the ValidatingWebhookConfiguration",
-                self.validating.get(&name),
+                self.validating.get_opt(&name),
             )
             .await?;
-        let trusted: Vec<PemCert> = injected_bundles(&mutating, &validating)
-            .iter()
-            .flat_map(|b| bundle_certs(b))
-            .collect();
+        // A configuration not there yet (helm creates them after the Deployment) holds the
+        // Secret back from nothing: it is made and served, and the pod stays unready.
+        let empty_mutating = MutatingWebhookConfiguration::default();
+        let empty_validating = ValidatingWebhookConfiguration::default();
+        let trusted: Vec<PemCert> = injected_bundles(
+            mutating.as_ref().unwrap_or(&empty_mutating),
+            validating.as_ref().unwrap_or(&empty_validating),
+        )
+        .iter()
+        .flat_map(|b| bundle_certs(b))
+        .collect();
 
         let secret_name = self.settings.secret.clone();
         let secret = self
@@ -507,25 +514,32 @@ impl Manager {
 
         // Inject the bundle where it differs.
         let bundle = material.bundle.as_bytes();
-        let params = PatchParams::default();
-        let webhooks = mutating.webhooks.as_deref().unwrap_or_default();
-        if let Some(patch) = inject_patch(&mutating.metadata, webhooks, bundle) {
-            self.bounded(
-                "patching the MutatingWebhookConfiguration's caBundle",
-                self.mutating.patch(&name, &params, &Patch::Merge(patch)),
+        let mutating_patch = mutating.as_ref().and_then(|m| {
+            inject_patch(
+                &m.metadata,
+                m.webhooks.as_deref().unwrap_or_default(),
+                bundle,
             )
-            .await?;
-            tracing::info!(configuration = %name, "CA bundle injected into the mutating webhooks");
-        }
-        let webhooks = validating.webhooks.as_deref().unwrap_or_default();
-        if let Some(patch) = inject_patch(&validating.metadata, webhooks, bundle) {
-            self.bounded(
-                "patching the ValidatingWebhookConfiguration's caBundle",
-                self.validating.patch(&name, &params, &Patch::Merge(patch)),
+        });
+        self.inject(
+            &self.mutating,
+            "MutatingWebhookConfiguration",
+            mutating_patch,
+        )
+        .await?;
+        let validating_patch = validating.as_ref().and_then(|v| {
+            inject_patch(
+                &v.metadata,
+                v.webhooks.as_deref().unwrap_or_default(),
+                bundle,
             )
-            .await?;
-            tracing::info!(configuration = %name, "CA bundle injected into the validating webhooks");
-        }
+        });
+        self.inject(
+            &self.validating,
+            "ValidatingWebhookConfiguration",
+            validating_patch,
+        )
+        .await?;
         // Both now trust exactly the bundle.
         let bundle_certs = parse_certificates(&material.bundle)?;
         let instant = Instant::now();
@@ -555,11 +569,35 @@ impl Manager {
                 tracing::info!(secret = %secret_name, "serving certificate from the Secret now served");
             }
         }
-        let served_trusted = self
-            .store
-            .served()
-            .is_some_and(|s| bundle_certs.iter().any(|ca| s.issued_by(ca)));
+        let both = mutating.is_some() && validating.is_some();
+        let served_trusted = both
+            && self
+                .store
+                .served()
+                .is_some_and(|s| bundle_certs.iter().any(|ca| s.issued_by(ca)));
         self.store.set_trusted(served_trusted);
+        Ok(())
+    }
+
+    /// Applies a caBundle patch to the configuration of `kind`, if there is one.
+    async fn inject<K>(
+        &self,
+        api: &Api<K>,
+        kind: &str,
+        patch: Option<serde_json::Value>,
+    ) -> Result<(), SyncError>
+    where
+        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let Some(patch) = patch else { return Ok(()) };
+        let name = &self.settings.configuration;
+        let params = PatchParams::default();
+        self.bounded(
+            &format!("patching the {kind}'s caBundle"),
+            api.patch(name, &params, &Patch::Merge(patch)),
+        )
+        .await?;
+        tracing::info!(configuration = %name, kind, "CA bundle injected");
         Ok(())
     }
 
