@@ -333,6 +333,10 @@ light() {
     printf -- '- name: %s\n  clientConfig: {url: "https://127.0.0.1:%s/%s", caBundle: "%s"}\n' "$1" "$webhook" "$2" "$ca"
     printf '  rules: [{apiGroups: [nova.openstack.c5c3.io], apiVersions: [v1alpha1], operations: [CREATE, UPDATE], resources: [%s], scope: Namespaced}]\n' "$3"
     printf '  admissionReviewVersions: [v1]\n  sideEffects: None\n  failurePolicy: Fail\n  timeoutSeconds: 10\n'
+    # The chart's match condition (templates/admission.yaml): a finalizer's removal does not
+    # depend on the webhook.
+    printf '  matchConditions: [{name: create-or-spec-change, expression: "%s"}]\n' \
+      "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"
   }
   {
     printf 'apiVersion: admissionregistration.k8s.io/v1\nkind: MutatingWebhookConfiguration\nmetadata: {name: nova-operator}\nwebhooks:\n'

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
-use nova_controller::clusters::{KubeCluster, Registry};
+use nova_controller::clusters::{KubeCluster, Registry, availability};
 use nova_controller::metrics::Metrics;
 use nova_controller::pipeline::runner::Options;
 use nova_controller::{nova, novacompute};
@@ -146,6 +146,9 @@ where
 {
     logs::capture();
     let metrics = Metrics::new().expect("metrics");
+    if let Some(targets) = &targets {
+        availability::register(&metrics.registry, targets).expect("target-cluster metrics");
+    }
     let cluster = KubeCluster::start(client.clone(), scope.handle, registry).await;
     cluster.synced().await;
     let options = Options {

@@ -20,6 +20,15 @@ use crate::{ControlPlane, Error, Result, io_err};
 /// The API group of the Nova kinds.
 pub const NOVA_GROUP: &str = "nova.openstack.c5c3.io";
 
+/// The match condition of every webhook of the chart (`templates/admission.yaml`, pinned there
+/// by `controller/tests/kwok/chart.rs`): only a CREATE, or an UPDATE that may change the spec,
+/// is sent, so metadata-only updates (a finalizer's removal) do not depend on the webhook.
+/// `scripts/run.sh` registers the same (checked by `tests/tests/kwok/dev_commands.rs`).
+pub const ADMISSION_MATCH_CONDITION: (&str, &str) = (
+    "create-or-spec-change",
+    "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec",
+);
+
 /// A directory holding `tls.crt` and `tls.key` as symlinks through `..data`, which
 /// [`CertDir::rotate`] re-points atomically (what the kubelet does on a Secret update).
 #[derive(Debug)]
@@ -201,7 +210,8 @@ impl Drop for LocalWebhook {
 }
 
 /// The four endpoints of the chart (defaulting and validation of Nova and NovaCompute),
-/// failing closed, limited to `namespace`, under the configuration name `name`.
+/// failing closed, with the chart's match condition, limited to `namespace`, under the
+/// configuration name `name`.
 pub fn nova_registration(
     name: &str,
     namespace: &str,
@@ -217,6 +227,7 @@ pub fn nova_registration(
             &[plural],
         )
         .only_in_namespaces(&[namespace])
+        .matching(ADMISSION_MATCH_CONDITION.0, ADMISSION_MATCH_CONDITION.1)
     };
     WebhookRegistration {
         name: name.to_owned(),

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ValidatingWebhook,
-    ValidatingWebhookConfiguration, WebhookClientConfig,
+    MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations,
+    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
@@ -33,6 +33,8 @@ pub struct WebhookEndpoint {
     pub object_selector: Option<LabelSelector>,
     /// 1..=30 seconds.
     pub timeout_seconds: i32,
+    /// CEL conditions a request must meet to be sent (none: every matching request is).
+    pub match_conditions: Vec<MatchCondition>,
 }
 
 impl WebhookEndpoint {
@@ -59,7 +61,17 @@ impl WebhookEndpoint {
             namespace_selector: None,
             object_selector: None,
             timeout_seconds: 10,
+            match_conditions: Vec::new(),
         }
+    }
+
+    /// Sends only the requests that meet the CEL `expression` (named `name`).
+    pub fn matching(mut self, name: &str, expression: &str) -> Self {
+        self.match_conditions.push(MatchCondition {
+            name: name.to_owned(),
+            expression: expression.to_owned(),
+        });
+        self
     }
 
     /// Limits the endpoint to the namespaces named, so one test's webhook does not affect the
@@ -133,6 +145,7 @@ pub async fn register_webhooks(
                         timeout_seconds: Some(e.timeout_seconds),
                         namespace_selector: e.namespace_selector.clone(),
                         object_selector: e.object_selector.clone(),
+                        match_conditions: conditions(e),
                         reinvocation_policy: Some("Never".into()),
                         ..MutatingWebhook::default()
                     })
@@ -160,6 +173,7 @@ pub async fn register_webhooks(
                         timeout_seconds: Some(e.timeout_seconds),
                         namespace_selector: e.namespace_selector.clone(),
                         object_selector: e.object_selector.clone(),
+                        match_conditions: conditions(e),
                         ..ValidatingWebhook::default()
                     })
                     .collect(),
@@ -168,6 +182,11 @@ pub async fn register_webhooks(
         apply(&validating_api, &registration.name, &params, &config).await?;
     }
     Ok(())
+}
+
+/// The match conditions of an endpoint, absent when it has none.
+fn conditions(endpoint: &WebhookEndpoint) -> Option<Vec<MatchCondition>> {
+    (!endpoint.match_conditions.is_empty()).then(|| endpoint.match_conditions.clone())
 }
 
 /// Deletes both configurations named `name` (absent ones are fine).

@@ -36,6 +36,46 @@ use tokio::sync::oneshot;
 /// cost, 17 times the body at most in the measurements above, with a margin.
 pub const MEMORY_PER_BODY_BYTE: usize = 20;
 
+/// The budget a review takes per structural unit of its body ([`json_units`]): what one
+/// `{}` or one `0,` can cost decoded. A body of many tiny values costs more than its length
+/// times [`MEMORY_PER_BODY_BYTE`] says: 3 MiB of `{}` in one list took 148 MiB decoded into
+/// tolerations, 199 MiB into topology spread constraints and 245 MiB into pod affinity terms
+/// (about 2 million units: up to 117 bytes each; the `reviews` example under
+/// `/usr/bin/time`, 2026-12-07), over the chart's 128 Mi limit from one review. 160 bytes a
+/// unit, with a margin.
+pub const MEMORY_PER_JSON_UNIT: usize = 160;
+
+/// The structural units of a JSON body: its `{`, `[` and `,` outside strings, which bound the
+/// values it holds (every value but the first opens a container or follows a comma). One pass,
+/// no allocation; a body that is no JSON is counted all the same and refused by its decoding.
+pub fn json_units(body: &[u8]) -> usize {
+    let mut units = 0;
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in body {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b'{' | b'[' | b',' => units += 1,
+                _ => {}
+            }
+        }
+    }
+    units
+}
+
+/// What decoding `body` can cost by its structure: its [`json_units`] times
+/// [`MEMORY_PER_JSON_UNIT`].
+pub fn structure_charge(body: &[u8]) -> usize {
+    json_units(body).saturating_mul(MEMORY_PER_JSON_UNIT)
+}
+
 /// The body length a review is charged for, before its body is read: its declared length
 /// (`Content-Length`, over HTTP/1 and HTTP/2 alike), or the whole cap when it declares none (a
 /// chunked or unsized body may be anything up to the cap). The body is read into a buffer of
@@ -215,6 +255,16 @@ mod tests {
 
     fn budget(total: usize) -> Arc<ReviewBudget> {
         ReviewBudget::new(total, IntGauge::new("taken", "taken").unwrap())
+    }
+
+    #[test]
+    fn the_units_are_containers_and_separators_outside_strings() {
+        assert_eq!(json_units(b""), 0);
+        assert_eq!(json_units(b"0"), 0);
+        assert_eq!(json_units(br#"{"a":[{},{},{}]}"#), 7);
+        assert_eq!(json_units(br#"{"a":"{[,]}","b":"\",{"}"#), 2);
+        assert_eq!(json_units(br#"["\\",{}]"#), 3);
+        assert_eq!(structure_charge(b"[{},{}]"), 4 * MEMORY_PER_JSON_UNIT);
     }
 
     #[test]

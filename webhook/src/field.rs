@@ -429,7 +429,7 @@ pub struct Status {
 
 impl Status {
     /// `errors.NewInvalid(GroupKind{GROUP, kind}, name, errs)`.
-    pub fn invalid(kind: &str, name: &str, errors: &[FieldError]) -> Self {
+    pub fn invalid(kind: &str, name: &str, errors: &Violations) -> Self {
         let causes = errors
             .iter()
             .map(|e| StatusCause {
@@ -480,16 +480,70 @@ impl Status {
     }
 }
 
-/// `ErrorList.ToAggregate().Error()`: duplicates dropped, one error bare, several in brackets.
+/// The most violations one denial lists. A denial of every violation costs far more than its
+/// body: 20,000 empty tolerations (61 KB) were answered with 7.5 MB, so 3 MiB of them would
+/// have taken hundreds of MiB to answer, past the review budget and the pod's memory limit.
+/// A hundred is more than any hand-written object violates; the rest are counted.
+pub const MAX_LISTED_VIOLATIONS: usize = 100;
+
+/// The violations of one object: the first [`MAX_LISTED_VIOLATIONS`] kept, the rest counted.
+/// The rules push into it as into a list; what it drops is never rendered.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Violations {
+    listed: Vec<FieldError>,
+    unlisted: usize,
+}
+
+impl Violations {
+    /// Records a violation: listed while fewer than the limit are, counted after.
+    pub fn push(&mut self, error: FieldError) {
+        if self.listed.len() < MAX_LISTED_VIOLATIONS {
+            self.listed.push(error);
+        } else {
+            self.unlisted += 1;
+        }
+    }
+
+    /// Whether nothing is violated.
+    pub fn is_empty(&self) -> bool {
+        self.listed.is_empty()
+    }
+
+    /// The listed violations.
+    pub fn iter(&self) -> std::slice::Iter<'_, FieldError> {
+        self.listed.iter()
+    }
+
+    /// How many violations were not listed.
+    pub fn unlisted(&self) -> usize {
+        self.unlisted
+    }
+}
+
+impl From<Vec<FieldError>> for Violations {
+    fn from(errors: Vec<FieldError>) -> Self {
+        let mut violations = Violations::default();
+        for error in errors {
+            violations.push(error);
+        }
+        violations
+    }
+}
+
+/// `ErrorList.ToAggregate().Error()`: duplicates dropped, one error bare, several in brackets;
+/// violations past the listed ones are counted at the end (`and 42 more not listed`).
 /// Linear in the errors: a body of many small violations must not cost quadratic time.
-pub fn aggregate(errors: &[FieldError]) -> Option<String> {
-    let mut distinct = std::collections::HashSet::with_capacity(errors.len());
-    let mut seen: Vec<String> = Vec::with_capacity(errors.len());
-    for e in errors {
+pub fn aggregate(errors: &Violations) -> Option<String> {
+    let mut distinct = std::collections::HashSet::with_capacity(errors.listed.len());
+    let mut seen: Vec<String> = Vec::with_capacity(errors.listed.len() + 1);
+    for e in errors.iter() {
         let msg = e.to_string();
         if distinct.insert(msg.clone()) {
             seen.push(msg);
         }
+    }
+    if errors.unlisted > 0 {
+        seen.push(format!("and {} more not listed", errors.unlisted));
     }
     match seen.len() {
         0 => None,
@@ -548,6 +602,32 @@ mod tests {
     }
 
     #[test]
+    fn a_denial_lists_a_hundred_violations_and_counts_the_rest() {
+        let mut violations = Violations::default();
+        for i in 0..MAX_LISTED_VIOLATIONS + 42 {
+            violations.push(FieldError::required(format!("spec.t[{i}]"), ""));
+        }
+        assert_eq!(violations.iter().count(), MAX_LISTED_VIOLATIONS);
+        assert_eq!(violations.unlisted(), 42);
+        let message = aggregate(&violations).expect("a message");
+        assert!(
+            message.starts_with("[spec.t[0]: Required value, "),
+            "{message}"
+        );
+        assert!(
+            message.ends_with("spec.t[99]: Required value, and 42 more not listed]"),
+            "{message}"
+        );
+        let status = Status::invalid("Nova", "n", &violations);
+        let causes = status.details.expect("details").causes;
+        assert_eq!(
+            causes.len(),
+            MAX_LISTED_VIOLATIONS,
+            "a cause per listed violation"
+        );
+    }
+
+    #[test]
     fn paths_render_like_apimachinery() {
         let root = Path::new("spec");
         let block = root.child("hosts");
@@ -570,20 +650,23 @@ mod tests {
     fn the_aggregate_drops_duplicates_and_brackets_several() {
         let a = FieldError::required("spec.a", "x");
         let b = FieldError::required("spec.b", "y");
-        assert_eq!(aggregate(&[]), None);
+        let list = |errors: &[&FieldError]| {
+            Violations::from(errors.iter().map(|&e| e.clone()).collect::<Vec<_>>())
+        };
+        assert_eq!(aggregate(&list(&[])), None);
         assert_eq!(
-            aggregate(std::slice::from_ref(&a)).unwrap(),
+            aggregate(&list(&[&a])).unwrap(),
             "spec.a: Required value: x"
         );
         assert_eq!(
-            aggregate(&[a.clone(), a.clone()]).unwrap(),
+            aggregate(&list(&[&a, &a])).unwrap(),
             "spec.a: Required value: x"
         );
         assert_eq!(
-            aggregate(&[a, b]).unwrap(),
+            aggregate(&list(&[&a, &b])).unwrap(),
             "[spec.a: Required value: x, spec.b: Required value: y]"
         );
-        let status = Status::invalid("Nova", "n", &[FieldError::required("spec.a", "x")]);
+        let status = Status::invalid("Nova", "n", &list(&[&a]));
         assert_eq!(
             status.message,
             r#"Nova.nova.openstack.c5c3.io "n" is invalid: spec.a: Required value: x"#

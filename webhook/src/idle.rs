@@ -7,39 +7,68 @@
 //! forever for the protocol preface. The server closes a connection idle this long
 //! gracefully (HTTP/2: GOAWAY), so an API server that comes back just opens a new one.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 
-/// The requests in flight on one connection.
-pub struct Activity(watch::Sender<usize>);
+/// The requests in flight on one connection, and since when it has had none.
+pub struct Activity {
+    in_flight: watch::Sender<usize>,
+    /// When the last request in flight ended (or the connection was accepted); `None` while a
+    /// request is in flight. What the connection slots evict by (`slots`).
+    quiet_since: Mutex<Option<Instant>>,
+}
 
 /// One request in flight, counted until dropped.
 pub struct InFlight(Arc<Activity>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.0.send_modify(|n| *n -= 1);
+        let activity = &self.0;
+        let mut quiet_since = activity.quiet();
+        activity.in_flight.send_modify(|n| {
+            *n -= 1;
+            if *n == 0 {
+                *quiet_since = Some(Instant::now());
+            }
+        });
     }
 }
 
 impl Activity {
-    /// A connection with nothing in flight yet.
+    /// A connection accepted now, with nothing in flight yet.
     pub fn new() -> Arc<Self> {
-        Arc::new(Self(watch::Sender::new(0)))
+        Arc::new(Self {
+            in_flight: watch::Sender::new(0),
+            quiet_since: Mutex::new(Some(Instant::now())),
+        })
+    }
+
+    fn quiet(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.quiet_since
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Counts a request in flight until the returned guard drops.
     pub fn begin(self: &Arc<Self>) -> InFlight {
-        self.0.send_modify(|n| *n += 1);
+        let mut quiet_since = self.quiet();
+        self.in_flight.send_modify(|n| *n += 1);
+        *quiet_since = None;
         InFlight(self.clone())
+    }
+
+    /// Since when nothing has been in flight; `None` while a request is.
+    pub fn quiet_since(&self) -> Option<Instant> {
+        *self.quiet()
     }
 
     /// Resolves once no request has been in flight for `timeout`: the clock starts when the
     /// last request in flight ends (or now, with none), and a request starting stops it.
     pub async fn idle_for(&self, timeout: Duration) {
-        let mut in_flight = self.0.subscribe();
+        let mut in_flight = self.in_flight.subscribe();
         loop {
             if *in_flight.borrow_and_update() > 0 {
                 // Cannot fail: `self` holds the sender.
@@ -83,6 +112,22 @@ mod tests {
         drop(request);
         idle.await.unwrap();
         assert_eq!(started.elapsed(), IDLE * 11);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn quiet_since_the_accept_or_the_last_request_and_not_while_one_is_in_flight() {
+        let accepted = Instant::now();
+        let activity = Activity::new();
+        assert_eq!(activity.quiet_since(), Some(accepted));
+        tokio::time::sleep(IDLE).await;
+        let first = activity.begin();
+        let second = activity.begin();
+        assert_eq!(activity.quiet_since(), None);
+        drop(first);
+        assert_eq!(activity.quiet_since(), None, "one still in flight");
+        tokio::time::sleep(IDLE).await;
+        drop(second);
+        assert_eq!(activity.quiet_since(), Some(accepted + IDLE * 2));
     }
 
     #[tokio::test(start_paused = true)]

@@ -25,7 +25,8 @@ pub struct Metrics {
     /// `nova_webhook_open_connections`: admission connections open now.
     pub open_connections: IntGauge,
     /// `nova_webhook_rejected_total{limit}`: what a limit turned away: `connections` (a
-    /// connection closed on accept, the connection slots all taken) and `review_budget` (a
+    /// connection reset on accept, the connection slots all taken by busy or fresh
+    /// connections) and `review_budget` (a
     /// review answered 503, its share of the budget not free within its wait). HTTP/2 streams
     /// over the
     /// stream cap are refused inside the HTTP/2 layer and not counted here.
@@ -36,6 +37,10 @@ pub struct Metrics {
     /// `nova_webhook_idle_closed_total`: connections closed for having no request in flight
     /// for the idle timeout.
     pub idle_closed: IntCounter,
+    /// `nova_webhook_connections_evicted_total`: quiet connections closed to give their slot
+    /// to a newcomer over the cap (`slots`); climbing, a client floods the port with idle
+    /// connections.
+    pub evicted: IntCounter,
     /// `nova_webhook_limit{limit}`: the limits in force (`connections`, `concurrent_streams`,
     /// `review_budget_bytes`, `max_body_bytes`), to read the gauges above against.
     pub limits: IntGaugeVec,
@@ -115,6 +120,10 @@ impl Metrics {
             "nova_webhook_review_budget_used_bytes",
             "Review budget taken now by the reviews in progress",
         )?;
+        let evicted = IntCounter::new(
+            "nova_webhook_connections_evicted_total",
+            "Quiet admission connections closed to give their slot to a newcomer over the connection cap",
+        )?;
         let idle_closed = IntCounter::new(
             "nova_webhook_idle_closed_total",
             "Admission connections closed for having no request in flight for the idle timeout",
@@ -156,6 +165,7 @@ impl Metrics {
         registry.register(Box::new(rejected.clone()))?;
         registry.register(Box::new(review_budget_used.clone()))?;
         registry.register(Box::new(idle_closed.clone()))?;
+        registry.register(Box::new(evicted.clone()))?;
         registry.register(Box::new(limits.clone()))?;
         Ok(Self {
             registry,
@@ -166,6 +176,7 @@ impl Metrics {
             rejected,
             review_budget_used,
             idle_closed,
+            evicted,
             limits,
             certificate_expiry,
             certificate_lifetime,

@@ -31,13 +31,13 @@ use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use crate::budget::{self, ReviewBudget};
-use crate::idle::Activity;
 use crate::metrics::{Metrics, Rejected};
 use crate::review::{self, Resolver, Webhook};
+use crate::slots::{Slot, Slots};
 use crate::tls::CertStore;
 
 /// The largest admission body read (the API server's own object limit).
@@ -271,9 +271,7 @@ async fn admit<R: Resolver + Send + Sync + 'static>(
     let Some(bytes) = budget::body_charge(declared, limits.max_body_bytes) else {
         return too_large();
     };
-    // Held until the answer is built: the body and its decoded review live as long.
-    let memory = bytes.saturating_mul(budget::MEMORY_PER_BODY_BYTE);
-    let Some(_share) = state.budget.take(memory, limits.review_budget_wait).await else {
+    let busy = || {
         state.metrics.rejected(Rejected::ReviewBudget);
         let mut refused = refuse(
             "unavailable",
@@ -283,7 +281,12 @@ async fn admit<R: Resolver + Send + Sync + 'static>(
         refused
             .headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        return refused;
+        refused
+    };
+    // Held until the answer is built: the body and its decoded review live as long.
+    let memory = bytes.saturating_mul(budget::MEMORY_PER_BODY_BYTE);
+    let Some(_share) = state.budget.take(memory, limits.review_budget_wait).await else {
+        return busy();
     };
     let body =
         match tokio::time::timeout(limits.body_read_timeout, read_body(req.into_body(), bytes))
@@ -299,6 +302,32 @@ async fn admit<R: Resolver + Send + Sync + 'static>(
             Ok(None) => return too_large(),
             Ok(Some(b)) => b,
         };
+    // A body of many tiny values costs more to decode than its length says: the share is
+    // topped up to what its structure can cost, before anything is decoded.
+    let structure = budget::structure_charge(&body);
+    let _more = if structure > memory {
+        if structure > limits.review_budget_bytes {
+            return refuse(
+                "bad_request",
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the request body holds {} JSON values, more than the webhook decodes at once ({})",
+                    budget::json_units(&body),
+                    limits.review_budget_bytes / budget::MEMORY_PER_JSON_UNIT
+                ),
+            );
+        }
+        match state
+            .budget
+            .take(structure - memory, limits.review_budget_wait)
+            .await
+        {
+            Some(more) => Some(more),
+            None => return busy(),
+        }
+    } else {
+        None
+    };
     let handled = review::handle(webhook, &body, &state.resolver).await;
     let outcome = handled
         .response
@@ -389,7 +418,7 @@ pub async fn serve_tls(
 ) {
     let acceptor = TlsAcceptor::from(Arc::new(tls));
     let (draining, _) = watch::channel(());
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let slots = Slots::new(limits.max_connections);
     metrics.show_limits(&limits);
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
@@ -421,14 +450,18 @@ pub async fn serve_tls(
                 }
             },
         };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
+        let Some(granted) = slots.admit(peer.ip()) else {
             // A reset rather than a close: the client sees the refusal at once, and no
             // TIME_WAIT socket is left here for each one refused.
             let _ = stream.set_zero_linger();
             metrics.rejected(Rejected::Connection);
-            tracing::debug!(%peer, "connection cap reached; connection reset");
+            tracing::debug!(%peer, "connection cap reached, every connection busy; connection reset");
             continue;
         };
+        if granted.evicted {
+            metrics.evicted.inc();
+            tracing::debug!(%peer, "connection cap reached; a quiet connection gave its slot");
+        }
         let connection = Connection {
             acceptor: acceptor.clone(),
             router: router.clone(),
@@ -437,10 +470,7 @@ pub async fn serve_tls(
             limits,
             metrics: metrics.clone(),
         };
-        tokio::spawn(async move {
-            connection.serve(stream, peer).await;
-            drop(slot);
-        });
+        tokio::spawn(connection.serve(stream, peer, granted.slot));
     }
     drop(listener);
     tracing::info!(
@@ -467,39 +497,24 @@ struct Connection {
 }
 
 impl Connection {
-    async fn serve(mut self, mut stream: tokio::net::TcpStream, peer: SocketAddr) {
+    /// Serves the connection in `slot` until it ends, is evicted or the server drains.
+    async fn serve(mut self, stream: tokio::net::TcpStream, peer: SocketAddr, mut slot: Slot) {
         let limits = self.limits;
-        let _ = stream.set_nodelay(true);
-        // A TLS handshake opens with a handshake record (0x16); an ASCII letter is a plain HTTP
-        // request on the TLS port.
-        let mut first = [0u8; 1];
-        match tokio::time::timeout(limits.handshake_timeout, stream.peek(&mut first)).await {
-            Ok(Ok(1)) if first[0].is_ascii_uppercase() => {
-                let _ = stream.write_all(PLAIN_HTTP_ON_TLS).await;
-                let _ = stream.shutdown().await;
-                tracing::debug!(%peer, "plain HTTP on the TLS port");
-                return;
-            }
-            Ok(Ok(_)) => {}
-            _ => return,
-        }
-        let tls = match tokio::time::timeout(limits.handshake_timeout, self.acceptor.accept(stream))
-            .await
-        {
-            Ok(Ok(tls)) => tls,
-            Ok(Err(e)) => {
-                tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                return;
-            }
-            Err(_) => {
-                tracing::debug!(%peer, "TLS handshake timed out");
+        // Evicted before a request was ever served: nothing to finish.
+        let tls = tokio::select! {
+            tls = self.handshake(stream, peer) => match tls {
+                Some(tls) => tls,
+                None => return,
+            },
+            _ = &mut slot.evicted => {
+                tracing::debug!(%peer, "evicted during its handshake");
                 return;
             }
         };
         let _open = self
             .metrics
             .connection_opened(tls.get_ref().1.alpn_protocol());
-        let activity = Activity::new();
+        let activity = slot.activity.clone();
         let service = {
             let activity = activity.clone();
             let router = TowerToHyperService::new(self.router);
@@ -526,6 +541,15 @@ impl Connection {
                 self.metrics.idle_closed.inc();
                 tracing::debug!(%peer, "idle connection closed");
             }
+            _ = &mut slot.evicted => {
+                // Chosen while quiet: with still nothing in flight, it goes at once (a
+                // graceful HTTP/2 close would wait up to the drain deadline for a ping a
+                // flooding client need not answer).
+                if activity.quiet_since().is_some() {
+                    tracing::debug!(%peer, "quiet connection evicted");
+                    return;
+                }
+            }
         }
         // In-flight requests finish; HTTP/2 tells the client with a GOAWAY. Bounded: HTTP/2's
         // graceful close waits for the client to acknowledge a ping, which a client may never do.
@@ -533,6 +557,41 @@ impl Connection {
         match tokio::time::timeout(limits.drain_timeout, conn).await {
             Ok(ended) => log_end(peer, ended),
             Err(_) => tracing::debug!(%peer, "connection dropped at the drain deadline"),
+        }
+    }
+
+    /// The TLS session of an accepted connection; `None` (logged) for a plain HTTP request on
+    /// the TLS port, a failed handshake, or one that did not end within the handshake timeout.
+    async fn handshake(
+        &self,
+        mut stream: tokio::net::TcpStream,
+        peer: SocketAddr,
+    ) -> Option<tokio_rustls::server::TlsStream<tokio::net::TcpStream>> {
+        let limits = self.limits;
+        let _ = stream.set_nodelay(true);
+        // A TLS handshake opens with a handshake record (0x16); an ASCII letter is a plain HTTP
+        // request on the TLS port.
+        let mut first = [0u8; 1];
+        match tokio::time::timeout(limits.handshake_timeout, stream.peek(&mut first)).await {
+            Ok(Ok(1)) if first[0].is_ascii_uppercase() => {
+                let _ = stream.write_all(PLAIN_HTTP_ON_TLS).await;
+                let _ = stream.shutdown().await;
+                tracing::debug!(%peer, "plain HTTP on the TLS port");
+                return None;
+            }
+            Ok(Ok(_)) => {}
+            _ => return None,
+        }
+        match tokio::time::timeout(limits.handshake_timeout, self.acceptor.accept(stream)).await {
+            Ok(Ok(tls)) => Some(tls),
+            Ok(Err(e)) => {
+                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                None
+            }
+            Err(_) => {
+                tracing::debug!(%peer, "TLS handshake timed out");
+                None
+            }
         }
     }
 }

@@ -10,7 +10,7 @@ use kube::client::ClientBuilder;
 use kube::{Api, Client, Config};
 use nova_api::v1alpha1::{Nova, NovaCompute};
 use nova_controller::bounded::RequestTimeoutLayer;
-use nova_controller::clusters::{ABANDON_AFTER, Fleet, KubeCluster, Registry};
+use nova_controller::clusters::{ABANDON_AFTER, Fleet, KubeCluster, Registry, availability};
 use nova_controller::leadership::{self, Fence, FenceLayer};
 use nova_controller::metrics::Metrics;
 use nova_controller::ratelimit::RateLimitLayer;
@@ -105,7 +105,10 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
             request_timeout,
         )
     });
-    if targets.is_none() {
+    if let Some(targets) = &targets {
+        availability::register(&metrics.registry, targets)
+            .context("registering the target clusters' metrics")?;
+    } else {
         tracing::info!(
             "target clusters are disabled (--clusters-namespace is empty); every targetClusterRef waits"
         );

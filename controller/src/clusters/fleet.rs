@@ -48,10 +48,12 @@ impl Handles {
     }
 }
 
-/// One registered cluster: the hash it was engaged for, its handles once engaged, and the
-/// engaging task (stopped when the registration changes or goes).
+/// One registered cluster: the hash it was engaged for, when that registration was accepted,
+/// its handles once engaged, and the engaging task (stopped when the registration changes or
+/// goes).
 struct Engagement {
     hash: String,
+    registered: std::time::SystemTime,
     handles: Option<Handles>,
     engaging: Option<AbortHandle>,
 }
@@ -145,6 +147,22 @@ impl Fleet {
             Some(since) => Err(silent(name, since)),
             None => Ok(handle),
         }
+    }
+
+    /// Every registered cluster with when it stopped answering: `None` while it answers, and
+    /// the time its registration was accepted while it has not engaged yet (an unreachable
+    /// cluster never engages).
+    pub fn silences(&self) -> BTreeMap<String, Option<std::time::SystemTime>> {
+        self.clusters()
+            .iter()
+            .map(|(name, engagement)| {
+                let since = match &engagement.handles {
+                    Some(handles) => handles.all().first().and_then(|h| h.silent_since()),
+                    None => Some(engagement.registered),
+                };
+                (name.clone(), since)
+            })
+            .collect()
     }
 
     /// Every change of `kind` on every engaged cluster from now on (clusters engaged later
@@ -241,6 +259,7 @@ impl Fleet {
             name.clone(),
             Engagement {
                 hash,
+                registered: std::time::SystemTime::now(),
                 handles: None,
                 engaging: Some(task.abort_handle()),
             },

@@ -14,6 +14,7 @@
 //! field manager, skipped when the cache shows the object already carries exactly what the
 //! apply would write.
 
+pub mod availability;
 pub mod carries;
 mod fleet;
 mod kube_cluster;

@@ -11,8 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use nova_controller::clusters::Caching;
+use nova_controller::clusters::availability::TargetClusterAvailability;
 use nova_controller::{nova, novacompute};
 use nova_test_harness::helm;
+use prometheus::core::Collector as _;
 use serde_json::Value;
 
 /// The value sets every chart test renders: the defaults, cert-manager, the namespace scope,
@@ -477,10 +479,8 @@ fn the_webhook_configurations_carry_the_four_paths_and_no_ca_bundle() {
 
     // In every value set, every webhook is called only for a CREATE or an UPDATE that may
     // change the spec (webhook/README.md, "What skips admission"): the exact CEL is pinned.
-    let conditions = serde_json::json!([{
-        "name": "create-or-spec-change",
-        "expression": "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec",
-    }]);
+    let (condition, expression) = nova_test_harness::local_webhook::ADMISSION_MATCH_CONDITION;
+    let conditions = serde_json::json!([{"name": condition, "expression": expression}]);
     for (name, extra) in VALUE_SETS {
         let docs = render(extra);
         for kind in [
@@ -761,10 +761,14 @@ fn exported_series() -> BTreeSet<String> {
     webhook.observe("x", "CREATE", "allowed", 0.0);
     webhook.rejected(nova_webhook::metrics::Rejected::Connection);
     let text = controller.render() + &webhook.render();
+    // The target clusters' series exist only beside a fleet: their descriptions name them.
+    let fleet = TargetClusterAvailability::new(std::sync::Weak::new()).expect("series");
+    let targets = fleet.desc().into_iter().map(|d| d.fq_name.clone());
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .filter_map(|l| l.split(['{', ' ']).next())
         .map(str::to_owned)
+        .chain(targets)
         .collect()
 }
 

@@ -20,6 +20,7 @@ use nova_api::v1alpha1::{
 };
 use nova_controller::clusters::registration::{KUBECONFIG_KEY, LABEL, NAMESPACES_KEY};
 use nova_controller::clusters::{Fleet, Registry};
+use nova_controller::metrics::Metrics;
 use nova_controller::objects::kinds as external;
 use nova_controller::{nova, novacompute};
 use nova_test_harness::ControlPlane;
@@ -228,14 +229,14 @@ async fn two_clusters(prefix: &str) -> TwoClusters {
     }
 }
 
-/// The fleet of the registrations in `clusters_ns`, engaging the Nova controller's kinds with
+/// The fleet of the registrations in `clusters_ns`, engaging the kinds of `registry` with
 /// requests bounded by `request_timeout`.
-fn nova_fleet(
+fn fleet_of(
     home_client: &Client,
     clusters_ns: &str,
+    registry: Registry,
     request_timeout: Duration,
 ) -> std::sync::Arc<Fleet> {
-    let registry = Registry::default().register(nova::controller::kinds());
     Fleet::start(
         home_client.clone(),
         clusters_ns,
@@ -243,6 +244,13 @@ fn nova_fleet(
         WINDOW,
         request_timeout,
     )
+}
+
+/// The kinds of both controllers, as one process running both engages them.
+fn both_kinds() -> Registry {
+    Registry::default()
+        .register(nova::controller::kinds())
+        .register(novacompute::controller::kinds())
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -257,9 +265,10 @@ async fn novas_placed_on_a_registered_target_cluster() {
         ns,
         clusters_ns,
     } = two_clusters("placed").await;
-    let fleet = nova_fleet(
+    let fleet = fleet_of(
         &home_client,
         &clusters_ns,
+        Registry::default().register(nova::controller::kinds()),
         nova_controller::bounded::REQUEST_TIMEOUT,
     );
     let mut remote_secrets = fleet.subscribe(&kube::core::ApiResource::erase::<Secret>(&()));
@@ -566,14 +575,10 @@ async fn a_pool_placed_on_a_registered_target_cluster() {
     // Registered cluster-wide: the target's Nodes are watched only then.
     let kubeconfig = std::fs::read_to_string(target.kubeconfig_path()).expect("kubeconfig");
     register(&home_client, &clusters_ns, "east", &kubeconfig, None).await;
-    let registry = Registry::default()
-        .register(nova::controller::kinds())
-        .register(novacompute::controller::kinds());
-    let fleet = Fleet::start(
-        home_client.clone(),
+    let fleet = fleet_of(
+        &home_client,
         &clusters_ns,
-        registry,
-        WINDOW,
+        both_kinds(),
         nova_controller::bounded::REQUEST_TIMEOUT,
     );
     fleet.settled().await;
@@ -795,18 +800,43 @@ async fn settles(novas: &Api<Nova>, name: &str, created: Instant) -> Duration {
     created.elapsed()
 }
 
+/// How long a local pool may take to start draining a relabelled node while a target is
+/// silent (issue 32: "the local pool still drains within 60 s").
+const LOCAL_DRAIN_BOUND: Duration = Duration::from_secs(60);
+
+/// The availability series of the target cluster `cluster` in `metrics`: answering (1 or 0)
+/// and seconds silent.
+fn availability(metrics: &Metrics, cluster: &str) -> (f64, f64) {
+    let text = metrics.render();
+    let value = |name: &str| {
+        let prefix = format!("{name}{{cluster=\"{cluster}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {prefix}in:\n{text}"))
+    };
+    (
+        value("nova_operator_target_cluster_answering"),
+        value("nova_operator_target_cluster_silent_seconds"),
+    )
+}
+
 /// Injects: the target cluster's API server SIGSTOPped (connections open, nothing answers)
-/// while a Nova placed there must write a changed Deployment, and meanwhile a Nova at home
-/// is created; then SIGCONT.
+/// while a Nova placed there must write a changed Deployment; meanwhile a Nova at home is
+/// created and a node of a pool at home is relabelled out of its selection; then SIGCONT. One
+/// fleet engages both controllers' kinds on the target, as the controller binary does.
 /// Asserts: the placed Nova's write times out, the target is marked silent and the Nova
 /// reports `TargetClusterUnavailable` ("does not answer") instead of holding a reconcile slot;
-/// the Nova at home settles meanwhile (its time is printed beside an undisturbed one's); after
-/// SIGCONT the target resolves again without a restart and the changed Deployment lands.
+/// `nova_operator_target_cluster_answering` is 0 and `_silent_seconds` counts; the Nova at
+/// home settles meanwhile (its time is printed beside an undisturbed one's) and the pool at
+/// home marks its relabelled node Draining within [`LOCAL_DRAIN_BOUND`] (printed); after SIGCONT
+/// the target resolves again without a restart, answers in the metric, and the changed
+/// Deployment lands.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_silent_target_cluster_holds_no_slot_and_recovers() {
     nova_testkit::logs::capture();
     let TwoClusters {
-        home: _home,
+        home,
         target,
         home_client,
         target_client,
@@ -814,17 +844,39 @@ async fn a_silent_target_cluster_holds_no_slot_and_recovers() {
         clusters_ns,
     } = two_clusters("silent").await;
     provide_inputs(&home_client, &ns).await;
-    let fleet = nova_fleet(&home_client, &clusters_ns, DRILL_REQUEST_TIMEOUT);
+    let fleet = fleet_of(
+        &home_client,
+        &clusters_ns,
+        both_kinds(),
+        DRILL_REQUEST_TIMEOUT,
+    );
     let kubeconfig = std::fs::read_to_string(target.kubeconfig_path()).expect("kubeconfig");
     register(&home_client, &clusters_ns, "far", &kubeconfig, Some(&ns)).await;
     fleet.settled().await;
-    start_controller_placing(
+    let metrics = start_controller_placing(
         home_client.clone(),
         &ns,
         simulated_nova_api().await,
-        Some(fleet),
+        Some(fleet.clone()),
     )
     .await;
+    // A pool at home, of a Nova of its own namespace that no Nova controller reconciles (it
+    // carries a converged Nova's status); its Keystone refuses, as no OpenStack runs here.
+    let pool_ns = home.namespace("silent-pools").await.expect("namespace");
+    let (_keystone_port, keystone) = unreachable_keystone();
+    provide_pool_nova(&home_client, &pool_ns, &keystone, "service-Pa55").await;
+    let nodes: Api<Node> = Api::all(home_client.clone());
+    create_zoned_node(&nodes, "local-1", "local", "az1").await;
+    create_zoned_node(&nodes, "local-2", "local", "az1").await;
+    start_novacompute_placing(home_client.clone(), Registry::default(), Some(fleet)).await;
+    let pools: Api<NovaCompute> = Api::namespaced(home_client.clone(), &pool_ns);
+    pools
+        .create(
+            &PostParams::default(),
+            &pool(&pool_ns, "local", "nova", json!({POOL_LABEL: "local"})),
+        )
+        .await
+        .expect("create the pool at home");
     let novas: Api<Nova> = Api::namespaced(home_client.clone(), &ns);
     let mut far = placed(&ns, "far");
     far.metadata.name = Some("far".into());
@@ -843,6 +895,10 @@ async fn a_silent_target_cluster_holds_no_slot_and_recovers() {
         settles(&novas, "far", created),
         settles(&novas, "near", created)
     );
+    pool_reason(&pools, "local", "DaemonSetReady", "DaemonSetReady")
+        .await
+        .expect("the pool at home runs on its two nodes");
+    assert_eq!(availability(&metrics, "far"), (1.0, 0.0), "far answers");
 
     target
         .pause_apiserver()
@@ -862,12 +918,39 @@ async fn a_silent_target_cluster_holds_no_slot_and_recovers() {
         .create(&PostParams::default(), &during)
         .await
         .expect("create a Nova at home while the target is silent");
+    let relabelled = Instant::now();
+    nodes
+        .patch(
+            "local-2",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {POOL_LABEL: "elsewhere"}}})),
+        )
+        .await
+        .expect("relabel a node of the pool at home");
+    wait_pool_for(
+        &pools,
+        "local",
+        "drains local-2 while the target is silent",
+        LOCAL_DRAIN_BOUND,
+        |p| {
+            p.status
+                .iter()
+                .flat_map(|s| &s.nodes)
+                .any(|e| e.name == "local-2" && e.phase == nova_api::v1alpha1::NodePhase::Draining)
+        },
+    )
+    .await
+    .expect("the pool at home drains its relabelled node");
+    let drained = relabelled.elapsed();
     let message = wait_for_reason(&novas, "far", "TargetClusterUnavailable").await;
     assert!(message.contains("cluster far does not answer"), "{message}");
     let marked = paused.elapsed();
     let disturbed = settles(&novas, "near-during", created).await;
+    let (answering, silent_for) = availability(&metrics, "far");
+    assert_eq!(answering, 0.0, "far is reported silent");
+    assert!(silent_for > 0.0, "far's silence is counted: {silent_for}");
     println!(
-        "silent target: marked unavailable {marked:?} after SIGSTOP (request timeout {DRILL_REQUEST_TIMEOUT:?}); a Nova at home settled in {disturbed:?} meanwhile, {undisturbed:?} before"
+        "silent target: marked unavailable {marked:?} after SIGSTOP (request timeout {DRILL_REQUEST_TIMEOUT:?}), silent for {silent_for:.1} s in the metric; a Nova at home settled in {disturbed:?} meanwhile, {undisturbed:?} before; the pool at home marked its relabelled node Draining {drained:?} after the relabel"
     );
 
     let resumed = target
@@ -896,6 +979,11 @@ async fn a_silent_target_cluster_holds_no_slot_and_recovers() {
             .expect("far")
             .reason(Nova::type_named("SecretsReady"))
             != Some("TargetClusterUnavailable")
+    })
+    .await;
+    let metrics_ref = &metrics;
+    eventually("far answers again in the metric", || async move {
+        availability(metrics_ref, "far") == (1.0, 0.0)
     })
     .await;
     println!(

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 const INSTALL_TIMEOUT: &str = "5m";
 
-fn helm_ok(home: &Path, cp: &ControlPlane, args: &[&str]) -> String {
+pub(crate) fn helm_ok(home: &Path, cp: &ControlPlane, args: &[&str]) -> String {
     let kubeconfig = cp.kubeconfig_path().display().to_string();
     let mut all = args.to_vec();
     all.extend_from_slice(&["--kubeconfig", &kubeconfig]);
@@ -36,7 +36,12 @@ fn helm_ok(home: &Path, cp: &ControlPlane, args: &[&str]) -> String {
     out.stdout
 }
 
-fn install_args<'a>(verb: &'a str, release: &'a str, ns: &'a str, chart: &'a str) -> Vec<&'a str> {
+pub(crate) fn install_args<'a>(
+    verb: &'a str,
+    release: &'a str,
+    ns: &'a str,
+    chart: &'a str,
+) -> Vec<&'a str> {
     vec![
         verb,
         release,
@@ -49,7 +54,7 @@ fn install_args<'a>(verb: &'a str, release: &'a str, ns: &'a str, chart: &'a str
     ]
 }
 
-async fn available(client: &Client, ns: &str, name: &str) -> Deployment {
+pub(crate) async fn available(client: &Client, ns: &str, name: &str) -> Deployment {
     let deployment = Api::<Deployment>::namespaced(client.clone(), ns)
         .get(name)
         .await

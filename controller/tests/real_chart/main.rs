@@ -3,3 +3,4 @@
 //! theirs (it needs the node, not the OpenStack, so nothing is deployed twice).
 
 mod chart_install;
+mod webhook_flood;

@@ -24,6 +24,8 @@ use std::sync::Mutex;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use nova_test_harness::local_webhook::ADMISSION_MATCH_CONDITION;
+
 /// The script's build (cold: several minutes) and start, until its components run.
 const BUILD_AND_START: Duration = Duration::from_secs(1800);
 /// The run.sh tests take turns.
@@ -285,6 +287,7 @@ fn the_light_mode_brings_the_sample_nova_to_ready_and_leaves_no_process() {
             status.status,
             String::from_utf8_lossy(&status.stderr)
         );
+        registers_the_charts_match_condition(&home);
     }
 
     let status = wait_bounded(
@@ -329,6 +332,40 @@ fn the_light_mode_brings_the_sample_nova_to_ready_and_leaves_no_process() {
         ("the teardown", output.contains("] stopped")),
     ] {
         assert!(present, "the output shows {what}:\n{output}");
+    }
+}
+
+/// The webhook configurations the light mode registered call the webhook only when the chart's
+/// do ([`ADMISSION_MATCH_CONDITION`]), so a finalizer's removal does not depend on it here either.
+fn registers_the_charts_match_condition(home: &Home) {
+    let got = Command::new(nova_test_harness::testbin_dir().join("kubectl"))
+        .args([
+            "get",
+            "mutatingwebhookconfiguration/nova-operator",
+            "validatingwebhookconfiguration/nova-operator",
+            "-o",
+            "json",
+        ])
+        .env("KUBECONFIG", home.light().join("admin.kubeconfig"))
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        got.status.success(),
+        "{}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    let list: serde_json::Value = serde_json::from_slice(&got.stdout).expect("JSON");
+    let (name, expression) = ADMISSION_MATCH_CONDITION;
+    let want = serde_json::json!([{"name": name, "expression": expression}]);
+    let hooks: Vec<&serde_json::Value> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|c| c["webhooks"].as_array().into_iter().flatten())
+        .collect();
+    assert_eq!(hooks.len(), 4, "four webhooks: {list}");
+    for hook in hooks {
+        assert_eq!(hook["matchConditions"], want, "{}", hook["name"]);
     }
 }
 

@@ -7,7 +7,7 @@ use serde_json::value::RawValue;
 use super::wire::{self, Head, Request, Response, Review};
 use crate::admitted::Admitted;
 use crate::decode::{Undecodable, decode};
-use crate::field::{Status, aggregate};
+use crate::field::{Status, Violations, aggregate};
 use crate::lookups::{Lookups, Resolver};
 use crate::validation::Operation;
 
@@ -120,7 +120,7 @@ fn undecodable<K: Admitted>(req: &Request<'_>, raw: &RawValue, why: Undecodable)
                 .name()
                 .or_else(|| req.name.as_deref().map(str::to_owned))
                 .unwrap_or_default();
-            Status::invalid(K::KIND, &name, &errors)
+            Status::invalid(K::KIND, &name, &Violations::from(errors))
         }
         Undecodable::Malformed(e) => {
             Status::bad_request(format!("decoding the object {}: {e}", K::KIND))
@@ -133,7 +133,7 @@ fn undecodable<K: Admitted>(req: &Request<'_>, raw: &RawValue, why: Undecodable)
 /// the user sent can fix it, so it is a 400 naming the stored fields.
 fn undecodable_stored<K: Admitted>(uid: &str, why: Undecodable) -> Response {
     let detail = match why {
-        Undecodable::Fields(errors) => aggregate(&errors).unwrap_or_default(),
+        Undecodable::Fields(errors) => aggregate(&Violations::from(errors)).unwrap_or_default(),
         Undecodable::Malformed(e) => e,
     };
     Response::deny(

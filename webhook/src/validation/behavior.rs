@@ -6,7 +6,7 @@
 use k8s_openapi::api::autoscaling::v2::{HPAScalingRules, HorizontalPodAutoscalerBehavior};
 
 use super::quantity;
-use crate::field::{FieldError, Path};
+use crate::field::{FieldError, Path, Violations};
 
 /// `MaxStabilizationWindowSeconds`.
 pub const MAX_STABILIZATION_WINDOW: i32 = 3600;
@@ -18,11 +18,7 @@ pub const SELECT_POLICIES: [&str; 3] = ["Disabled", "Max", "Min"];
 pub const POLICY_TYPES: [&str; 2] = ["Percent", "Pods"];
 
 /// Both rule sets of a behavior block.
-pub fn behavior(
-    path: &Path,
-    behavior: &HorizontalPodAutoscalerBehavior,
-    errors: &mut Vec<FieldError>,
-) {
+pub fn behavior(path: &Path, behavior: &HorizontalPodAutoscalerBehavior, errors: &mut Violations) {
     for (field, rules) in [
         ("scaleUp", &behavior.scale_up),
         ("scaleDown", &behavior.scale_down),
@@ -34,7 +30,7 @@ pub fn behavior(
 }
 
 /// One direction's rules. An empty policy list is no error: the API server defaults it.
-fn scaling_rules(path: &Path, rules: &HPAScalingRules, errors: &mut Vec<FieldError>) {
+fn scaling_rules(path: &Path, rules: &HPAScalingRules, errors: &mut Violations) {
     if let Some(window) = rules.stabilization_window_seconds {
         let field = path.child("stabilizationWindowSeconds");
         if window < 0 {

@@ -6,7 +6,7 @@ use nova_api::v1alpha1::{
 };
 
 use super::{RENDERED_CRLF, has_line_break};
-use crate::field::{BadValue, FieldError, Path};
+use crate::field::{BadValue, FieldError, Path, Violations};
 use crate::grammar;
 
 /// The oldest OpenStack release this operator version supports.
@@ -35,12 +35,7 @@ pub fn matches_release_pattern(s: &str) -> bool {
 
 /// spec.openStackRelease: the pattern twin and the release floor (reject on create and on
 /// change, warn on an unchanged stored value).
-pub fn release(
-    new: &str,
-    old: Option<&str>,
-    errors: &mut Vec<FieldError>,
-    warnings: &mut Vec<String>,
-) {
+pub fn release(new: &str, old: Option<&str>, errors: &mut Violations, warnings: &mut Vec<String>) {
     let path = "spec.openStackRelease";
     let Some(key) = release_pattern_key(new) else {
         errors.push(FieldError::invalid(
@@ -70,7 +65,7 @@ fn release_pattern_key(s: &str) -> Option<(u32, u32)> {
 }
 
 /// An ImageSpec: repository set, exactly one of tag or digest.
-pub fn image(path: &Path, image: &ImageSpec, errors: &mut Vec<FieldError>) {
+pub fn image(path: &Path, image: &ImageSpec, errors: &mut Violations) {
     if image.repository.is_empty() {
         errors.push(FieldError::required(
             path.child("repository"),
@@ -86,7 +81,7 @@ pub fn image(path: &Path, image: &ImageSpec, errors: &mut Vec<FieldError>) {
 }
 
 /// A DatabaseSpec: the mode union and Dynamic-requires-clusterRef.
-pub fn database(path: &Path, db: &DatabaseSpec, errors: &mut Vec<FieldError>) {
+pub fn database(path: &Path, db: &DatabaseSpec, errors: &mut Violations) {
     if db.cluster_ref.is_some() == db.host.is_some() {
         errors.push(FieldError::invalid_omitted(
             path,
@@ -123,7 +118,7 @@ fn host_with_port(host: &str) -> bool {
 pub const CACHE_CRLF: &str = "value must not contain a newline or carriage return: it is rendered verbatim into the service configuration file, so a newline injects arbitrary config lines";
 
 /// A CacheSpec: the mode union and the control-character guard.
-pub fn cache(path: &Path, cache: &CacheSpec, errors: &mut Vec<FieldError>) {
+pub fn cache(path: &Path, cache: &CacheSpec, errors: &mut Violations) {
     let has_servers = cache.servers.as_ref().is_some_and(|s| !s.is_empty());
     if cache.cluster_ref.is_some() == has_servers {
         errors.push(FieldError::invalid_omitted(
@@ -161,7 +156,7 @@ pub fn cache(path: &Path, cache: &CacheSpec, errors: &mut Vec<FieldError>) {
 }
 
 /// A MessagingSpec: the mode union and the CA bundle name.
-pub fn messaging(path: &Path, messaging: &MessagingSpec, errors: &mut Vec<FieldError>) {
+pub fn messaging(path: &Path, messaging: &MessagingSpec, errors: &mut Violations) {
     if messaging.cluster_ref.is_some() == messaging.secret_ref.is_some() {
         errors.push(FieldError::invalid_omitted(
             path,
@@ -179,7 +174,7 @@ pub fn messaging(path: &Path, messaging: &MessagingSpec, errors: &mut Vec<FieldE
 }
 
 /// A SecretStoreRefSpec (the kind enum is checked on the raw object).
-pub fn secret_store(path: &Path, store: &SecretStoreRefSpec, errors: &mut Vec<FieldError>) {
+pub fn secret_store(path: &Path, store: &SecretStoreRefSpec, errors: &mut Violations) {
     if store.name.is_empty() {
         errors.push(FieldError::required(
             path.child("name"),
@@ -193,7 +188,7 @@ pub fn target_cluster(
     path: &Path,
     new: Option<&TargetClusterRefSpec>,
     old: Option<Option<&TargetClusterRefSpec>>,
-    errors: &mut Vec<FieldError>,
+    errors: &mut Violations,
 ) {
     if let Some(target) = new
         && target.name.is_empty()
@@ -219,7 +214,7 @@ pub fn target_cluster(
 }
 
 /// A GatewaySpec: hostname and parentRef.name, each message naming the block's own path.
-pub fn gateway(path: &Path, gateway: &GatewaySpec, errors: &mut Vec<FieldError>) {
+pub fn gateway(path: &Path, gateway: &GatewaySpec, errors: &mut Violations) {
     if gateway.hostname.is_empty() {
         errors.push(FieldError::required(
             path.child("hostname"),
@@ -245,7 +240,7 @@ pub fn gateway(path: &Path, gateway: &GatewaySpec, errors: &mut Vec<FieldError>)
 }
 
 /// A LoggingSpec's per-logger levels (format and level are checked on the raw object).
-pub fn logging(path: &Path, logging: &LoggingSpec, errors: &mut Vec<FieldError>) {
+pub fn logging(path: &Path, logging: &LoggingSpec, errors: &mut Violations) {
     let map_path = path.child("perLoggerLevels");
     for (name, level) in logging.per_logger_levels.iter().flatten() {
         if name.is_empty() {
@@ -270,7 +265,7 @@ pub fn logging(path: &Path, logging: &LoggingSpec, errors: &mut Vec<FieldError>)
 
 /// A UWSGISpec's floors and the keep-alive rule; the harakiri window is checked with the
 /// deployment block it drains in.
-pub fn uwsgi(path: &Path, uwsgi: &UWSGISpec, errors: &mut Vec<FieldError>) {
+pub fn uwsgi(path: &Path, uwsgi: &UWSGISpec, errors: &mut Violations) {
     for (field, value, detail) in [
         ("processes", uwsgi.processes, "processes must be at least 1"),
         ("threads", uwsgi.threads, "threads must be at least 1"),
@@ -300,7 +295,7 @@ pub fn floor<T>(
     value: Option<T>,
     min: T,
     detail: &str,
-    errors: &mut Vec<FieldError>,
+    errors: &mut Violations,
 ) where
     T: PartialOrd + Into<BadValue>,
 {
@@ -313,7 +308,7 @@ pub fn floor<T>(
 
 /// The control-character guard on a typed field rendered verbatim into nova.conf and
 /// nova-compute.conf.
-pub fn rendered(path: &Path, value: Option<&str>, errors: &mut Vec<FieldError>) {
+pub fn rendered(path: &Path, value: Option<&str>, errors: &mut Violations) {
     if let Some(v) = value
         && has_line_break(v)
     {
@@ -322,7 +317,7 @@ pub fn rendered(path: &Path, value: Option<&str>, errors: &mut Vec<FieldError>) 
 }
 
 /// A cron schedule: no time zone, then the standard 5-field grammar or a descriptor.
-pub fn cron_schedule(path: &Path, schedule: &str, errors: &mut Vec<FieldError>) {
+pub fn cron_schedule(path: &Path, schedule: &str, errors: &mut Violations) {
     if schedule.contains("TZ") {
         errors.push(FieldError::invalid(
             path,

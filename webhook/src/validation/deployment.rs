@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::common::floor;
 use super::{behavior, quantity};
-use crate::field::{BadValue, FieldError, Path, go_quote};
+use crate::field::{BadValue, FieldError, Path, Violations, go_quote};
 use crate::grammar;
 use crate::lookups::{Lookups, PriorityClassLookup};
 
@@ -36,12 +36,7 @@ pub struct Block<'a> {
 }
 
 /// Every DeploymentSpec rule on one block.
-pub fn deployment(
-    cr_name: &str,
-    block: &Block<'_>,
-    lookups: &Lookups,
-    errors: &mut Vec<FieldError>,
-) {
+pub fn deployment(cr_name: &str, block: &Block<'_>, lookups: &Lookups, errors: &mut Violations) {
     let d = block.deployment;
     let p = &block.path;
     floor(
@@ -118,7 +113,7 @@ pub fn harakiri(
     uwsgi: &UWSGISpec,
     d: Option<&DeploymentSpec>,
     default_grace: i64,
-    errors: &mut Vec<FieldError>,
+    errors: &mut Violations,
 ) {
     let Some(h) = uwsgi.harakiri else { return };
     let grace = d
@@ -142,7 +137,7 @@ pub fn harakiri(
 pub fn requests_within_limits(
     path: &Path,
     resources: &ResourceRequirements,
-    errors: &mut Vec<FieldError>,
+    errors: &mut Violations,
 ) {
     let requests = parsed(&path.child("requests"), resources.requests.as_ref(), errors);
     let limits = parsed(&path.child("limits"), resources.limits.as_ref(), errors);
@@ -164,7 +159,7 @@ pub fn requests_within_limits(
 fn parsed<'a>(
     path: &Path,
     map: Option<&'a BTreeMap<String, Quantity>>,
-    errors: &mut Vec<FieldError>,
+    errors: &mut Violations,
 ) -> BTreeMap<&'a str, (f64, &'a str)> {
     map.into_iter()
         .flatten()
@@ -176,7 +171,7 @@ fn parsed<'a>(
 }
 
 /// The PriorityClass must exist; an unreachable API server fails closed on this field.
-pub fn priority_class(path: &Path, name: &str, lookups: &Lookups, errors: &mut Vec<FieldError>) {
+pub fn priority_class(path: &Path, name: &str, lookups: &Lookups, errors: &mut Violations) {
     match lookups.priority_class(name) {
         None | Some(PriorityClassLookup::Exists) => {}
         Some(PriorityClassLookup::NotFound) => errors.push(FieldError::not_found(path, name)),
@@ -194,7 +189,7 @@ fn topology_spread(
     path: &Path,
     tscs: &[TopologySpreadConstraint],
     selector: &BTreeMap<String, String>,
-    errors: &mut Vec<FieldError>,
+    errors: &mut Violations,
 ) {
     for (i, tsc) in tscs.iter().enumerate() {
         let at = path.index(i);
@@ -232,7 +227,7 @@ fn topology_spread(
 }
 
 /// The node selector grammar and the toleration rules of a placement block.
-pub fn placement(path: &Path, placement: &NodePlacementSpec, errors: &mut Vec<FieldError>) {
+pub fn placement(path: &Path, placement: &NodePlacementSpec, errors: &mut Violations) {
     if let Some(selector) = &placement.node_selector {
         node_selector(&path.child("nodeSelector"), selector, errors);
     }
@@ -243,11 +238,7 @@ pub fn placement(path: &Path, placement: &NodePlacementSpec, errors: &mut Vec<Fi
 
 /// Label keys (qualified names, errors on the map with the key as value) and label values
 /// (errors on `[key]`), keys in sorted order.
-pub fn node_selector(
-    path: &Path,
-    selector: &BTreeMap<String, String>,
-    errors: &mut Vec<FieldError>,
-) {
+pub fn node_selector(path: &Path, selector: &BTreeMap<String, String>, errors: &mut Violations) {
     for (key, value) in selector {
         for msg in grammar::qualified_name(key) {
             errors.push(FieldError::invalid(path, key, msg));
@@ -262,7 +253,7 @@ const OPERATORS: [&str; 4] = ["Equal", "Exists", "Lt", "Gt"];
 const EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
 
 /// The API server's toleration rules.
-pub fn tolerations(path: &Path, tolerations: &[Toleration], errors: &mut Vec<FieldError>) {
+pub fn tolerations(path: &Path, tolerations: &[Toleration], errors: &mut Violations) {
     for (i, t) in tolerations.iter().enumerate() {
         let p = path.index(i);
         let key = t.key.as_deref().unwrap_or("");
@@ -336,11 +327,7 @@ pub fn tolerations(path: &Path, tolerations: &[Toleration], errors: &mut Vec<Fie
 const VPA_RESOURCES: [&str; 2] = ["cpu", "memory"];
 
 /// A VerticalAutoscalingSpec (the updateMode enum is checked on the raw object).
-pub fn vertical_autoscaling(
-    path: &Path,
-    vpa: &VerticalAutoscalingSpec,
-    errors: &mut Vec<FieldError>,
-) {
+pub fn vertical_autoscaling(path: &Path, vpa: &VerticalAutoscalingSpec, errors: &mut Violations) {
     let min = vpa_bounds(&path.child("minAllowed"), vpa.min_allowed.as_ref(), errors);
     let max = vpa_bounds(&path.child("maxAllowed"), vpa.max_allowed.as_ref(), errors);
     for (res, (lo, shown)) in min {
@@ -367,7 +354,7 @@ pub fn vertical_autoscaling(
 fn vpa_bounds<'a>(
     path: &Path,
     map: Option<&'a BTreeMap<String, Quantity>>,
-    errors: &mut Vec<FieldError>,
+    errors: &mut Violations,
 ) -> BTreeMap<&'a str, (f64, &'a str)> {
     let mut parsed = BTreeMap::new();
     for (res, q) in map.into_iter().flatten() {
@@ -385,7 +372,7 @@ fn vpa_bounds<'a>(
 }
 
 /// The jobs block: requests within limits, an existing PriorityClass, node placement.
-pub fn jobs(path: &Path, jobs: &JobSpec, lookups: &Lookups, errors: &mut Vec<FieldError>) {
+pub fn jobs(path: &Path, jobs: &JobSpec, lookups: &Lookups, errors: &mut Violations) {
     if let Some(resources) = &jobs.resources {
         requests_within_limits(&path.child("resources"), resources, errors);
     }
@@ -402,7 +389,7 @@ pub fn autoscaling(
     path: &Path,
     a: &AutoscalingSpec,
     api_deployment: Option<&DeploymentSpec>,
-    errors: &mut Vec<FieldError>,
+    errors: &mut Violations,
 ) {
     if a.max_replicas < 1 {
         errors.push(FieldError::invalid(

@@ -11,7 +11,7 @@ use nova_api::v1alpha1::ExtraConfig;
 
 use super::has_line_break;
 use crate::catalog::{Catalog, Opt, OptType, catalogs, release_key};
-use crate::field::{BadValue, FieldError, Path, go_quote};
+use crate::field::{BadValue, FieldError, Path, Violations, go_quote};
 
 /// The path of spec.extraConfig.
 static ROOT: Path<'static> = Path::new("spec.extraConfig");
@@ -26,7 +26,7 @@ fn usable(s: &str) -> bool {
 }
 
 /// Rules 21–25: names, control characters, and the rejected owned keys.
-pub fn guards(extra: &ExtraConfig, registry: &[OwnedKey], errors: &mut Vec<FieldError>) {
+pub fn guards(extra: &ExtraConfig, registry: &[OwnedKey], errors: &mut Violations) {
     for (section, keys) in extra {
         if section.is_empty() {
             errors.push(FieldError::invalid(
@@ -103,7 +103,7 @@ pub fn catalog_check(
     extra: &ExtraConfig,
     release: &str,
     registry: &[OwnedKey],
-    errors: &mut Vec<FieldError>,
+    errors: &mut Violations,
     warnings: &mut Vec<String>,
 ) {
     if extra.is_empty() {
@@ -231,7 +231,7 @@ fn check_value(
     key: &str,
     value: &str,
     opt: &Opt,
-    errors: &mut Vec<FieldError>,
+    errors: &mut Violations,
 ) {
     // A control character is the guard's to report, without showing the value.
     if value.contains('$') || has_line_break(value) {
@@ -361,7 +361,7 @@ mod tests {
     }
 
     fn scan(entries: &[(&str, &str, &str)], release: &str) -> (Vec<String>, Vec<String>) {
-        let mut errors = Vec::new();
+        let mut errors = Violations::default();
         let mut warnings = Vec::new();
         catalog_check(
             &extra(entries),
@@ -530,7 +530,7 @@ mod tests {
 
     #[test]
     fn keys_oslo_would_misread_are_refused() {
-        let mut errors = Vec::new();
+        let mut errors = Violations::default();
         guards(
             &extra(&[
                 ("DEFAULT", "transport_url=x", "v"),
@@ -548,7 +548,7 @@ mod tests {
 
     #[test]
     fn guards_and_rejected_keys() {
-        let mut errors = Vec::new();
+        let mut errors = Violations::default();
         guards(
             &extra(&[
                 ("", "a", "b"),

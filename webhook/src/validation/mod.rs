@@ -13,7 +13,7 @@ pub mod novacompute;
 pub mod quantity;
 pub mod urls;
 
-use crate::field::FieldError;
+use crate::field::Violations;
 
 /// The admission operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,8 +54,8 @@ impl Operation {
 /// What validation found: the errors (rejection when non-empty) and the warnings.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Outcome {
-    /// Every violated field.
-    pub errors: Vec<FieldError>,
+    /// Every violated field (the first hundred listed, the rest counted).
+    pub errors: Violations,
     /// Warnings returned beside the verdict.
     pub warnings: Vec<String>,
 }

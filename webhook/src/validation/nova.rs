@@ -15,7 +15,7 @@ use super::common::floor;
 use super::deployment::{self, Block};
 use super::urls::{self, Schemes};
 use super::{Operation, Outcome, common, extra_config};
-use crate::field::{FieldError, Path};
+use crate::field::{FieldError, Path, Violations};
 use crate::lookups::{Lookups, NovaList};
 
 /// The owned-key registry of nova.conf.
@@ -144,7 +144,7 @@ pub fn needs_claim_check(new: &Nova, old: Option<&Nova>, operation: Operation) -
 
 /// No schema of the Nova may be one another Nova already uses on the same server
 /// (`nova_api::claims`); when the Novas could not be listed, each schema field fails closed.
-fn claim_rules(new: &Nova, lookups: &Lookups, errors: &mut Vec<FieldError>) {
+fn claim_rules(new: &Nova, lookups: &Lookups, errors: &mut Violations) {
     match &lookups.novas {
         None => {}
         Some(NovaList::Listed(novas)) => {
@@ -175,7 +175,7 @@ fn spec_rules(
     spec: &NovaSpec,
     old: Option<&NovaSpec>,
     lookups: &Lookups,
-    errors: &mut Vec<FieldError>,
+    errors: &mut Violations,
     warnings: &mut Vec<String>,
 ) {
     let root = Path::new("spec");
@@ -230,12 +230,7 @@ fn spec_rules(
 }
 
 /// The two database blocks, the rules between them, and their transition rules.
-fn database_rules(
-    root: &Path,
-    spec: &NovaSpec,
-    old: Option<&NovaSpec>,
-    errors: &mut Vec<FieldError>,
-) {
+fn database_rules(root: &Path, spec: &NovaSpec, old: Option<&NovaSpec>, errors: &mut Violations) {
     let api_db = root.child("apiDatabase");
     let cell_db = root.child("database");
     common::database(&api_db, &spec.api_database, errors);
@@ -302,7 +297,7 @@ fn database_rules(
 }
 
 /// Secret references whose name has no default.
-fn secret_ref_rules(root: &Path, spec: &NovaSpec, errors: &mut Vec<FieldError>) {
+fn secret_ref_rules(root: &Path, spec: &NovaSpec, errors: &mut Violations) {
     if spec.metadata.shared_secret_ref.name.is_empty() {
         errors.push(FieldError::required(
             root.child("metadata").child("sharedSecretRef").child("name"),
@@ -318,7 +313,7 @@ fn secret_ref_rules(root: &Path, spec: &NovaSpec, errors: &mut Vec<FieldError>) 
 }
 
 /// The Keystone endpoints, the endpoint overrides and the remote-compute block.
-fn endpoint_rules(root: &Path, spec: &NovaSpec, errors: &mut Vec<FieldError>) {
+fn endpoint_rules(root: &Path, spec: &NovaSpec, errors: &mut Violations) {
     let keystone = root.child("keystoneEndpoint");
     if spec.keystone_endpoint.is_empty() {
         errors.push(FieldError::required(
@@ -428,7 +423,7 @@ fn endpoint_rules(root: &Path, spec: &NovaSpec, errors: &mut Vec<FieldError>) {
 }
 
 /// Control characters in the typed fields rendered verbatim into nova.conf.
-fn rendered_rules(root: &Path, spec: &NovaSpec, errors: &mut Vec<FieldError>) {
+fn rendered_rules(root: &Path, spec: &NovaSpec, errors: &mut Violations) {
     common::rendered(&root.child("region"), spec.region.as_deref(), errors);
     let user = &spec.service_user;
     let path = root.child("serviceUser");
@@ -444,7 +439,7 @@ fn rendered_rules(root: &Path, spec: &NovaSpec, errors: &mut Vec<FieldError>) {
 
 /// The console proxy: its deployment only while enabled, and its gateway, whose hostname is
 /// rendered into nova.conf and whose path must be the root.
-fn console_rules(path: &Path, console: &NovaConsoleProxySpec, errors: &mut Vec<FieldError>) {
+fn console_rules(path: &Path, console: &NovaConsoleProxySpec, errors: &mut Violations) {
     if console.enabled == Some(false) && console.deployment.is_some() {
         errors.push(FieldError::forbidden(
             path.child("deployment"),
@@ -473,7 +468,7 @@ fn workload_rules(
     name: &str,
     spec: &NovaSpec,
     lookups: &Lookups,
-    errors: &mut Vec<FieldError>,
+    errors: &mut Violations,
 ) {
     for (block, d, component) in deployments(spec) {
         let default_grace = if matches!(block, "scheduler" | "conductor") {
@@ -528,12 +523,7 @@ fn workload_rules(
 }
 
 /// Autoscaling of the API Deployment, and no VPA on the Deployment it scales.
-fn autoscaling_rules(
-    root: &Path,
-    a: &AutoscalingSpec,
-    spec: &NovaSpec,
-    errors: &mut Vec<FieldError>,
-) {
+fn autoscaling_rules(root: &Path, a: &AutoscalingSpec, spec: &NovaSpec, errors: &mut Violations) {
     let api_deployment = spec.api.as_ref().and_then(|a| a.deployment.as_ref());
     deployment::autoscaling(&root.child("autoscaling"), a, api_deployment, errors);
     if api_deployment.is_some_and(|d| d.vertical_autoscaling.is_some()) {
@@ -551,7 +541,7 @@ fn archive_rules(
     path: &Path,
     spec: &NovaSpec,
     old: Option<&NovaSpec>,
-    errors: &mut Vec<FieldError>,
+    errors: &mut Violations,
     warnings: &mut Vec<String>,
 ) {
     if let Some(archive) = &spec.db_archive {
@@ -590,7 +580,7 @@ fn archive_rules(
 fn extra_config_rules(
     spec: &NovaSpec,
     old: Option<&NovaSpec>,
-    errors: &mut Vec<FieldError>,
+    errors: &mut Violations,
     warnings: &mut Vec<String>,
 ) {
     let Some(extra) = &spec.extra_config else {

@@ -1565,7 +1565,7 @@ fn extra_config_guards_owned_keys_and_catalog() {
         &Lookups::default(),
     );
     assert_eq!(uncatalogued, Outcome {
-        errors: vec![],
+        errors: Violations::default(),
         warnings: vec!["spec.extraConfig was not validated against an option catalog: no catalog for release \"2027.1\" is embedded in this operator build".into()],
     });
     // Update gating: an unrelated edit does not re-run the scan on a stored unknown option.
@@ -1617,7 +1617,7 @@ fn every_violation_is_reported_at_once() {
     n.spec.image.tag = None;
     n.spec.region = Some("a\nb".into());
     let got = validate(&n, None, Operation::Create, &Lookups::default());
-    assert_eq!(got.errors.len(), 4, "{:?}", errors(&got));
+    assert_eq!(got.errors.iter().count(), 4, "{:?}", errors(&got));
 }
 
 fn behavior(edit: fn(&mut HorizontalPodAutoscalerBehavior)) -> Option<AutoscalingSpec> {

@@ -11,7 +11,7 @@ use nova_api::v1alpha1::{CpuMode, NovaCompute, NovaComputeSpec, UpdateStrategyTy
 use serde_json::Value;
 
 use super::{Operation, Outcome, common, deployment, extra_config};
-use crate::field::{BadValue, FieldError, Path};
+use crate::field::{BadValue, FieldError, Path, Violations};
 use crate::grammar;
 use crate::lookups::NovaRelease;
 
@@ -106,7 +106,7 @@ pub fn validate(
     out
 }
 
-fn spec_rules(spec: &NovaComputeSpec, errors: &mut Vec<FieldError>) {
+fn spec_rules(spec: &NovaComputeSpec, errors: &mut Violations) {
     let root = Path::new("spec");
     // Rule 2.
     if spec.nova_ref.name.is_empty() {
@@ -221,7 +221,7 @@ fn spec_rules(spec: &NovaComputeSpec, errors: &mut Vec<FieldError>) {
     }
 }
 
-fn trait_name(path: &Path, name: &str, errors: &mut Vec<FieldError>) {
+fn trait_name(path: &Path, name: &str, errors: &mut Violations) {
     let ok = name.len() <= 255
         && name.strip_prefix("CUSTOM_").is_some_and(|rest| {
             !rest.is_empty()

@@ -395,7 +395,7 @@ fn the_catalog_follows_the_referenced_nova() {
     assert_eq!(
         absent,
         Outcome {
-            errors: vec![],
+            errors: Violations::default(),
             warnings: vec![
                 "extraConfig catalog check skipped: Nova openstack/nova not found".into()
             ]

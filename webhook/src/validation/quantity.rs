@@ -1,7 +1,7 @@
 //! Kubernetes resource quantities: the grammar of apimachinery's `resource.ParseQuantity`, with
 //! its two error texts, and the value far enough to compare two quantities.
 
-use crate::field::{FieldError, Path};
+use crate::field::{FieldError, Path, Violations};
 
 /// `resource.ErrFormatWrong`.
 pub const FORMAT_WRONG: &str =
@@ -79,7 +79,7 @@ pub fn parse(q: &str) -> Result<f64, &'static str> {
 
 /// Parses the quantity at `path`, reporting one that does not parse as the API server would
 /// refuse it in the object the operator writes.
-pub fn checked(path: &Path, q: &str, errors: &mut Vec<FieldError>) -> Option<f64> {
+pub fn checked(path: &Path, q: &str, errors: &mut Violations) -> Option<f64> {
     match parse(q) {
         Ok(v) => Some(v),
         Err(why) => {

@@ -1,7 +1,7 @@
 //! The URL shape of every endpoint field. A URL may carry credentials in its user information,
 //! so no message ever quotes it: errors name the field and, where one was written, the scheme.
 
-use crate::field::{FieldError, Path};
+use crate::field::{FieldError, Path, Violations};
 
 /// Which schemes a field accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,7 +27,7 @@ fn written_scheme(value: &str) -> Option<&str> {
 }
 
 /// Checks one URL field; `value` is non-empty (emptiness is the caller's rule).
-pub fn check(path: &Path, value: &str, schemes: Schemes, errors: &mut Vec<FieldError>) {
+pub fn check(path: &Path, value: &str, schemes: Schemes, errors: &mut Violations) {
     if value.chars().any(char::is_control) {
         errors.push(FieldError::invalid_omitted(
             path,
@@ -98,7 +98,7 @@ mod tests {
     use super::*;
 
     fn run(value: &str, schemes: Schemes) -> Vec<String> {
-        let mut errs = Vec::new();
+        let mut errs = Violations::default();
         check(
             &Path::new("spec.keystoneEndpoint"),
             value,

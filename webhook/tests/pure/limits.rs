@@ -301,6 +301,134 @@ async fn a_flood_meets_the_limits_and_ordinary_reviews_pass() {
     drop(fourth);
 }
 
+/// The Example's review with `n` empty tolerations on the API Deployment: a few bytes each,
+/// and a struct each once decoded.
+fn many_empty_tolerations(n: usize) -> Vec<u8> {
+    let mut review: serde_json::Value = serde_json::from_slice(&review_body("CREATE")).unwrap();
+    review["request"]["object"]["spec"]["api"]["deployment"]["tolerations"] =
+        serde_json::Value::Array(vec![serde_json::json!({}); n]);
+    serde_json::to_vec(&review).unwrap()
+}
+
+/// A body is charged for what its structure can cost decoded, not only for its length: one
+/// whose values could not be decoded within the whole budget is refused before decoding
+/// (413, naming the count), one that fits is answered (here denied, one violation a
+/// toleration, the first hundred listed) and its whole charge given back.
+#[tokio::test]
+async fn a_body_of_many_tiny_values_is_charged_for_its_structure() {
+    install_provider();
+    let (ca, store, _tmp) = serving();
+    let running = start(store, Offline, small_limits(), ca.cert_pem()).await;
+    let mut client = h2_client(&running).await;
+    // 20,000 tolerations: 60 KiB, under the 64 KiB cap, and 40,000 units, over the 8,192 the
+    // budget of small_limits holds.
+    let flood = many_empty_tolerations(20_000);
+    assert!(flood.len() < 64 * KIB, "{}", flood.len());
+    let (status, _, body) = post(&mut client, flood).await;
+    assert_eq!(status, 413, "{body}");
+    assert!(
+        body.contains("JSON values, more than the webhook decodes at once (8192)"),
+        "{body}"
+    );
+    // 2,000: 6 KiB charged 120 KiB by its length, 640 KiB by its structure, which fits.
+    let (status, _, body) = post(&mut client, many_empty_tolerations(2_000)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("and 1900 more not listed"), "{body}");
+    let taken = series(
+        &metrics(&running).await,
+        "nova_webhook_review_budget_used_bytes",
+    );
+    assert_eq!(taken, Some(0.0), "the whole charge given back");
+}
+
+/// One review as the API server sends it after the idle timeout closed its connection: a new
+/// HTTP/2 connection (from 127.0.0.1), one POST; its status and how long it took, or what
+/// failed.
+async fn review_on_a_new_connection(running: &Running) -> Result<(u16, Duration), String> {
+    let started = std::time::Instant::now();
+    let tls = connect_h2(running.addr, &running.ca_pem)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let (mut client, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(tls))
+        .await
+        .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
+    tokio::spawn(conn);
+    let body = review_body("CREATE");
+    let req = hyper::Request::post(format!("https://127.0.0.1{VALIDATE}"))
+        .header("content-type", "application/json")
+        .header("content-length", body.len())
+        .body(Full::<hyper::body::Bytes>::from(body))
+        .map_err(|e| e.to_string())?;
+    let resp = client
+        .send_request(req)
+        .await
+        .map_err(|e| format!("request: {e}"))?;
+    let status = resp.status().as_u16();
+    resp.into_body()
+        .collect()
+        .await
+        .map_err(|e| format!("body: {e}"))?;
+    Ok((status, started.elapsed()))
+}
+
+/// How long the idle flood below lasts.
+const FLOOD: Duration = Duration::from_secs(3);
+
+/// Thousands of idle connections from one address (127.0.0.2, opened as fast as the machine
+/// allows, none sending a byte) against the cap of four, while the API server (127.0.0.1)
+/// opens a new connection for a review every 100 ms: every review is answered, because a
+/// newcomer from an address holding fewer connections takes the slot of a quiet one of the
+/// crowding address (`slots`). Prints the reviews' p50 and p99.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_flood_from_one_address_leaves_room_for_the_api_server() {
+    install_provider();
+    let (ca, store, _tmp) = serving();
+    let running = start(store, Offline, small_limits(), ca.cert_pem()).await;
+    let addr = running.addr;
+    let flood = tokio::spawn(async move {
+        // The newest 500 held open (under the test process's descriptor limit).
+        let mut held = std::collections::VecDeque::new();
+        let mut opened = 0usize;
+        let until = std::time::Instant::now() + FLOOD;
+        while std::time::Instant::now() < until {
+            let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+            socket.bind("127.0.0.2:0".parse().unwrap()).expect("bind");
+            if let Ok(stream) = socket.connect(addr).await {
+                opened += 1;
+                held.push_back(stream);
+                if held.len() > 500 {
+                    held.pop_front();
+                }
+            }
+        }
+        opened
+    });
+    let (mut answered, mut failed) = (Vec::new(), Vec::new());
+    let until = std::time::Instant::now() + FLOOD;
+    while std::time::Instant::now() < until {
+        match review_on_a_new_connection(&running).await {
+            Ok((200, took)) => answered.push(took),
+            other => failed.push(other),
+        }
+        // The API server's pace of writes, not a wait for state.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let opened = flood.await.expect("the flood");
+    assert!(failed.is_empty(), "reviews failed: {failed:?}");
+    assert!(opened >= 1000, "the flood opened only {opened} connections");
+    let m = metrics(&running).await;
+    let evicted = series(&m, "nova_webhook_connections_evicted_total").unwrap_or_default();
+    assert!(evicted >= 1.0, "{m}");
+    answered.sort();
+    let at = |q: f64| answered[((answered.len() - 1) as f64 * q) as usize];
+    println!(
+        "idle flood: {opened} connections from one address in {FLOOD:?}, {evicted} evicted; {} reviews answered on new connections, p50 {:?}, p99 {:?}",
+        answered.len(),
+        at(0.5),
+        at(0.99)
+    );
+}
+
 #[tokio::test]
 async fn a_head_over_the_cap_is_refused() {
     install_provider();
