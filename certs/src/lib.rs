@@ -12,10 +12,11 @@
 use std::fs;
 use std::io;
 use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose,
+    Issuer, KeyPair, KeyUsagePurpose, PublicKeyData as _,
 };
 
 /// Why a certificate could not be made or written.
@@ -29,6 +30,126 @@ pub enum CertError {
         #[source]
         source: io::Error,
     },
+    /// PEM or DER that does not hold what it should; the message never quotes key material.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// When a certificate is valid: from `not_before` to `not_after`, both inclusive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Validity {
+    pub not_before: SystemTime,
+    pub not_after: SystemTime,
+}
+
+impl Validity {
+    /// Valid from `now` for `life` (X.509 stores whole seconds: both ends are truncated).
+    pub fn starting(now: SystemTime, life: Duration) -> Self {
+        let not_before = whole_seconds(now);
+        Self {
+            not_before,
+            not_after: not_before + Duration::from_secs(life.as_secs()),
+        }
+    }
+
+    /// The whole life.
+    pub fn life(&self) -> Duration {
+        self.not_after
+            .duration_since(self.not_before)
+            .unwrap_or_default()
+    }
+
+    /// What is left at `now` (zero once expired).
+    pub fn remaining(&self, now: SystemTime) -> Duration {
+        self.not_after.duration_since(now).unwrap_or_default()
+    }
+
+    /// Whether `now` is past `fraction` of the life (or outside it altogether).
+    pub fn past(&self, fraction: f64, now: SystemTime) -> bool {
+        if now < self.not_before {
+            return true;
+        }
+        let elapsed = now.duration_since(self.not_before).unwrap_or_default();
+        elapsed.as_secs_f64() >= self.life().as_secs_f64() * fraction
+    }
+
+    fn apply(&self, params: &mut CertificateParams) {
+        params.not_before = self.not_before.into();
+        params.not_after = self.not_after.into();
+    }
+}
+
+fn whole_seconds(t: SystemTime) -> SystemTime {
+    let secs = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+/// One certificate of a PEM text: its own PEM block, its DER and its validity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PemCert {
+    pub pem: String,
+    pub der: Vec<u8>,
+    pub validity: Validity,
+}
+
+impl PemCert {
+    /// Whether `issuer`'s key signed this certificate.
+    pub fn issued_by(&self, issuer: &PemCert) -> bool {
+        let (Ok((_, leaf)), Ok((_, ca))) = (
+            x509_parser::parse_x509_certificate(&self.der),
+            x509_parser::parse_x509_certificate(&issuer.der),
+        ) else {
+            return false;
+        };
+        leaf.verify_signature(Some(ca.public_key())).is_ok()
+    }
+
+    /// Whether `key_pem` is the private key of this certificate. A key that does not parse
+    /// does not match.
+    pub fn matches_key(&self, key_pem: &str) -> bool {
+        let Ok(key) = KeyPair::from_pem(key_pem) else {
+            return false;
+        };
+        x509_parser::parse_x509_certificate(&self.der)
+            .is_ok_and(|(_, cert)| cert.public_key().raw == key.subject_public_key_info())
+    }
+}
+
+/// Every certificate of a PEM text, in order. Fails on a block that does not parse, and on a
+/// text without a certificate.
+pub fn parse_certificates(pem: &str) -> Result<Vec<PemCert>, CertError> {
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
+    let mut out = Vec::new();
+    let mut rest = pem;
+    while let Some(start) = rest.find(BEGIN) {
+        let Some(len) = rest[start..].find(END) else {
+            return Err(CertError::Invalid("an unterminated PEM certificate".into()));
+        };
+        let block = &rest[start..start + len + END.len()];
+        rest = &rest[start + len + END.len()..];
+        let (_, parsed) = x509_parser::pem::parse_x509_pem(block.as_bytes())
+            .map_err(|_| CertError::Invalid("a PEM block that does not parse".into()))?;
+        let (_, cert) = x509_parser::parse_x509_certificate(&parsed.contents)
+            .map_err(|_| CertError::Invalid("a certificate that does not parse".into()))?;
+        let at = |t: &x509_parser::time::ASN1Time| {
+            let secs = t.timestamp();
+            UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).unwrap_or(0))
+        };
+        let validity = Validity {
+            not_before: at(&cert.validity().not_before),
+            not_after: at(&cert.validity().not_after),
+        };
+        out.push(PemCert {
+            pem: format!("{block}\n"),
+            der: parsed.contents.clone(),
+            validity,
+        });
+    }
+    if out.is_empty() {
+        return Err(CertError::Invalid("no PEM certificate".into()));
+    }
+    Ok(out)
 }
 
 /// A PEM certificate with its PEM (PKCS#8) private key.
@@ -48,8 +169,38 @@ pub struct CertificateAuthority {
 impl CertificateAuthority {
     /// Creates a new CA with the given common name and a fresh key.
     pub fn new(common_name: &str) -> Result<Self, CertError> {
+        Self::generate(common_name, None)
+    }
+
+    /// Creates a new CA valid for `validity` only.
+    pub fn new_valid(common_name: &str, validity: Validity) -> Result<Self, CertError> {
+        Self::generate(common_name, Some(validity))
+    }
+
+    /// The CA stored as `cert_pem` (its first certificate) and `key_pem`, refused when the key
+    /// is not the certificate's.
+    pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Self, CertError> {
+        let cert = parse_certificates(cert_pem)?.remove(0);
+        if !cert.matches_key(key_pem) {
+            return Err(CertError::Invalid(
+                "the CA key is not the CA certificate's".into(),
+            ));
+        }
+        let key = KeyPair::from_pem(key_pem)?;
+        let issuer = Issuer::from_ca_cert_der(&cert.der.as_slice().into(), key)?;
+        Ok(Self {
+            cert_pem: cert.pem,
+            key_pem: key_pem.to_owned(),
+            issuer,
+        })
+    }
+
+    fn generate(common_name: &str, validity: Option<Validity>) -> Result<Self, CertError> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::default();
+        if let Some(v) = validity {
+            v.apply(&mut params);
+        }
         params.distinguished_name = dn(common_name, &[]);
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.key_usages = vec![
@@ -80,7 +231,29 @@ impl CertificateAuthority {
     /// becomes an IP SAN, anything else a DNS SAN: Go ignores the CN, so a URL host must be
     /// among them.
     pub fn issue_serving(&self, common_name: &str, sans: &[&str]) -> Result<IssuedCert, CertError> {
+        self.serving(common_name, sans, None)
+    }
+
+    /// Issues a serving certificate valid for `validity` only.
+    pub fn issue_serving_valid(
+        &self,
+        common_name: &str,
+        sans: &[&str],
+        validity: Validity,
+    ) -> Result<IssuedCert, CertError> {
+        self.serving(common_name, sans, Some(validity))
+    }
+
+    fn serving(
+        &self,
+        common_name: &str,
+        sans: &[&str],
+        validity: Option<Validity>,
+    ) -> Result<IssuedCert, CertError> {
         let mut params = CertificateParams::new(owned(sans))?;
+        if let Some(v) = validity {
+            v.apply(&mut params);
+        }
         params.distinguished_name = dn(common_name, &[]);
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         params.key_usages = vec![
@@ -225,6 +398,41 @@ mod tests {
             fs::read_to_string(dir.path().join("tls.crt")).unwrap(),
             bundle.cert_pem
         );
+    }
+
+    #[test]
+    fn a_stored_ca_issues_certificates_of_the_given_validity_that_verify_against_it() {
+        let now = SystemTime::now();
+        let life = Validity::starting(now, Duration::from_secs(3600));
+        let ca = CertificateAuthority::new_valid("ca", life).unwrap();
+        let again = CertificateAuthority::from_pem(ca.cert_pem(), ca.key_pem()).unwrap();
+        let leaf_life = Validity::starting(now, Duration::from_secs(60));
+        let leaf = again
+            .issue_serving_valid("webhook", &["127.0.0.1"], leaf_life)
+            .unwrap();
+        let leaf_cert = parse_certificates(&leaf.cert_pem).unwrap().remove(0);
+        let ca_cert = parse_certificates(ca.cert_pem()).unwrap().remove(0);
+        assert_eq!(leaf_cert.validity, leaf_life);
+        assert_eq!(ca_cert.validity, life);
+        assert!(leaf_cert.issued_by(&ca_cert));
+        assert!(leaf_cert.matches_key(&leaf.key_pem));
+        assert!(!leaf_cert.matches_key(ca.key_pem()));
+        let other = CertificateAuthority::new("other").unwrap();
+        let other_cert = parse_certificates(other.cert_pem()).unwrap().remove(0);
+        assert!(!leaf_cert.issued_by(&other_cert));
+        // A key that is not the certificate's is refused, and the error quotes no key.
+        let err = CertificateAuthority::from_pem(ca.cert_pem(), other.key_pem())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(!err.contains("PRIVATE"), "{err}");
+        // A bundle parses into its certificates, in order.
+        let bundle = format!("{}{}", ca.cert_pem(), other.cert_pem());
+        let both = parse_certificates(&bundle).unwrap();
+        assert_eq!(both, vec![ca_cert, other_cert]);
+        assert!(parse_certificates("garbage").is_err());
+        assert!(life.past(2.0 / 3.0, now + Duration::from_secs(2400)));
+        assert!(!life.past(2.0 / 3.0, now + Duration::from_secs(2000)));
     }
 
     #[test]

@@ -100,17 +100,31 @@ impl LocalWebhook {
         cp: &ControlPlane,
         label: &str,
     ) -> Result<Self> {
-        let kubeconfig = cp.kubeconfig_path();
-        let log = cp.log_dir().join(format!("nova-webhook-{label}.log"));
-        let (port, metrics_port) = (free_port()?, free_port()?);
-        let args = vec![
-            format!("--bind-address=127.0.0.1:{port}"),
-            format!("--metrics-bind-address=127.0.0.1:{metrics_port}"),
+        let certificate = vec![
             format!("--tls-cert-file={}", certs.cert().display()),
             format!("--tls-private-key-file={}", certs.key().display()),
             format!("--cert-poll-seconds={cert_poll_seconds}"),
+        ];
+        Self::start_with(program, certificate, cp, label).await
+    }
+
+    /// Starts `program` with `certificate`, the flags that say where its serving certificate
+    /// comes from (files, or the self-signed mode's Secret), as [`LocalWebhook::start`] does.
+    pub async fn start_with(
+        program: &Path,
+        certificate: Vec<String>,
+        cp: &ControlPlane,
+        label: &str,
+    ) -> Result<Self> {
+        let kubeconfig = cp.kubeconfig_path();
+        let log = cp.log_dir().join(format!("nova-webhook-{label}.log"));
+        let (port, metrics_port) = (free_port()?, free_port()?);
+        let mut args = vec![
+            format!("--bind-address=127.0.0.1:{port}"),
+            format!("--metrics-bind-address=127.0.0.1:{metrics_port}"),
             format!("--kubeconfig={}", kubeconfig.display()),
         ];
+        args.extend(certificate);
         let spec = ChildSpec::new(
             "nova-webhook",
             program.to_owned(),
@@ -126,6 +140,11 @@ impl LocalWebhook {
         };
         webhook.restart().await?;
         Ok(webhook)
+    }
+
+    /// The plain-HTTP port of `/metrics`, `/healthz` and `/readyz`.
+    pub fn metrics_port(&self) -> u16 {
+        self.metrics_port
     }
 
     /// `https://127.0.0.1:<port>`, for [`WebhookRegistration::url_base`].

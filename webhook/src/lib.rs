@@ -14,6 +14,7 @@ pub mod idle;
 pub mod lookups;
 pub mod metrics;
 pub mod review;
+pub mod selfsigned;
 pub mod server;
 pub mod slots;
 pub mod tls;

@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
 use nova_webhook::lookups::KubeResolver;
 use nova_webhook::metrics::Metrics;
+use nova_webhook::selfsigned;
 use nova_webhook::server::{self, AppState, Limits};
 use nova_webhook::tls::{self, CertStore};
 use tokio::net::TcpListener;
@@ -31,12 +32,24 @@ struct Args {
         default_value = "0.0.0.0:9443"
     )]
     bind_address: SocketAddr,
-    /// PEM file of the serving certificate (chain), reloaded when it changes.
-    #[arg(long, env = "NOVA_WEBHOOK_TLS_CERT_FILE")]
-    tls_cert_file: PathBuf,
-    /// PEM file of the serving certificate's private key, reloaded when it changes.
-    #[arg(long, env = "NOVA_WEBHOOK_TLS_PRIVATE_KEY_FILE")]
-    tls_private_key_file: PathBuf,
+    /// PEM file of the serving certificate (chain), reloaded when it changes (file mode).
+    #[arg(
+        long,
+        env = "NOVA_WEBHOOK_TLS_CERT_FILE",
+        required_unless_present = "self_signed_secret",
+        conflicts_with = "self_signed_secret"
+    )]
+    tls_cert_file: Option<PathBuf>,
+    /// PEM file of the serving certificate's private key, reloaded when it changes (file mode).
+    #[arg(
+        long,
+        env = "NOVA_WEBHOOK_TLS_PRIVATE_KEY_FILE",
+        required_unless_present = "self_signed_secret",
+        conflicts_with = "self_signed_secret"
+    )]
+    tls_private_key_file: Option<PathBuf>,
+    #[command(flatten)]
+    self_signed: SelfSignedArgs,
     /// Seconds between checks of the certificate files for a rotation.
     #[arg(long, env = "NOVA_WEBHOOK_CERT_POLL_SECONDS", default_value_t = 5)]
     cert_poll_seconds: u64,
@@ -60,6 +73,81 @@ struct Args {
     log_format: LogFormat,
     #[command(flatten)]
     limits: LimitArgs,
+}
+
+/// The self-signed mode: the webhook keeps its CA and serving certificate in a Secret of its
+/// own, renews them and injects the CA into its webhook configurations (`selfsigned`).
+#[derive(Debug, clap::Args)]
+struct SelfSignedArgs {
+    /// Keep the CA and serving certificate in this Secret (self-signed mode), instead of
+    /// reading --tls-cert-file and --tls-private-key-file.
+    #[arg(
+        long,
+        env = "NOVA_WEBHOOK_SELF_SIGNED_SECRET",
+        requires_all = ["webhook_configuration", "namespace", "certificate_names"]
+    )]
+    self_signed_secret: Option<String>,
+    /// Name of the MutatingWebhookConfiguration and the ValidatingWebhookConfiguration whose
+    /// webhooks' caBundle the webhook keeps current (self-signed mode).
+    #[arg(long, env = "NOVA_WEBHOOK_CONFIGURATION")]
+    webhook_configuration: Option<String>,
+    /// Namespace of the Secret (the chart passes the pod's own, from the downward API).
+    #[arg(long, env = "NOVA_WEBHOOK_NAMESPACE")]
+    namespace: Option<String>,
+    /// DNS names and IP addresses of the serving certificate, comma-separated (the Service's
+    /// names in a cluster).
+    #[arg(long, env = "NOVA_WEBHOOK_CERTIFICATE_NAMES", value_delimiter = ',')]
+    certificate_names: Vec<String>,
+    /// Life of the self-signed CA, in seconds (a year); rolled at two-thirds of it, and at
+    /// least three serving lives.
+    #[arg(long, env = "NOVA_WEBHOOK_CA_VALIDITY_SECONDS", default_value_t = 365 * 86_400)]
+    ca_validity_seconds: u64,
+    /// Life of the serving certificate, in seconds (90 days); renewed at two-thirds of it.
+    #[arg(long, env = "NOVA_WEBHOOK_CERTIFICATE_VALIDITY_SECONDS", default_value_t = 90 * 86_400)]
+    certificate_validity_seconds: u64,
+    /// Seconds between reads of the Secret and the configurations.
+    #[arg(
+        long,
+        env = "NOVA_WEBHOOK_CERTIFICATE_SYNC_SECONDS",
+        default_value_t = 15
+    )]
+    certificate_sync_seconds: u64,
+    /// Seconds a new CA must have been injected before a serving certificate it signed
+    /// replaces the one served (the API server reads its webhook configurations through an
+    /// informer).
+    #[arg(
+        long,
+        env = "NOVA_WEBHOOK_CA_PROPAGATION_SECONDS",
+        default_value_t = 10
+    )]
+    ca_propagation_seconds: u64,
+    /// Seconds each request to the API server may take.
+    #[arg(long, env = "NOVA_WEBHOOK_API_TIMEOUT_SECONDS", default_value_t = 10)]
+    api_timeout_seconds: u64,
+}
+
+impl SelfSignedArgs {
+    /// The settings when self-signed mode is on; refused when the flags do not work together.
+    fn settings(&self) -> anyhow::Result<Option<selfsigned::Settings>> {
+        let Some(secret) = self.self_signed_secret.clone() else {
+            return Ok(None);
+        };
+        let lifetimes = selfsigned::Lifetimes {
+            ca: Duration::from_secs(self.ca_validity_seconds),
+            serving: Duration::from_secs(self.certificate_validity_seconds),
+            names: self.certificate_names.clone(),
+        };
+        lifetimes.check().map_err(anyhow::Error::msg)?;
+        Ok(Some(selfsigned::Settings {
+            namespace: self.namespace.clone().unwrap_or_default(),
+            secret,
+            configuration: self.webhook_configuration.clone().unwrap_or_default(),
+            lifetimes,
+            interval: Duration::from_secs(self.certificate_sync_seconds.max(1)),
+            request_timeout: Duration::from_secs(self.api_timeout_seconds.max(1)),
+            propagation: Duration::from_secs(self.ca_propagation_seconds),
+        }))
+    }
 }
 
 /// The admission server's limits (`server::Limits`; defaults sized for the chart's 128 Mi
@@ -171,33 +259,60 @@ async fn main() -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     nova_webhook::catalog::init().context("embedded option catalogs")?;
 
-    let store = CertStore::new(&args.tls_cert_file, &args.tls_private_key_file);
-    match store.reload() {
-        Ok(_) => tracing::info!(cert = %args.tls_cert_file.display(), "serving certificate loaded"),
-        Err(e) => {
-            tracing::warn!(error = %e, "no usable serving certificate yet; not ready until one appears")
-        }
-    }
+    let self_signed = args
+        .self_signed
+        .settings()
+        .context("the self-signed flags")?;
 
     let client = kube_client(args.kubeconfig.as_ref()).await;
-    let resolver = match client {
-        Ok(c) => KubeResolver::new(Some(c), ""),
+    let resolver = match &client {
+        Ok(c) => KubeResolver::new(Some(c.clone()), ""),
         Err(e) => {
             tracing::warn!(error = %e, "no Kubernetes client; PriorityClass and Nova lookups fail closed");
             KubeResolver::new(None, format!("no Kubernetes API client is configured: {e}"))
         }
     };
     let metrics = Arc::new(Metrics::new().context("registering metrics")?);
-
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
 
-    let watcher = tokio::spawn(store.clone().watch(
-        Duration::from_secs(args.cert_poll_seconds.max(1)),
-        stopped(stop_rx.clone()),
-    ));
+    let (store, watcher) = match (
+        &self_signed,
+        &args.tls_cert_file,
+        &args.tls_private_key_file,
+    ) {
+        (Some(settings), _, _) => {
+            let client = client
+                .as_ref()
+                .map_err(|e| anyhow::anyhow!("self-signed mode needs the API: {e}"))?
+                .clone();
+            let label = format!("Secret {}/{}", settings.namespace, settings.secret);
+            let store = CertStore::new(format!("{label} tls.crt"), format!("{label} tls.key"));
+            tracing::info!(secret = %label, configuration = %settings.configuration, "self-signed mode: the webhook keeps its own certificate");
+            let manager =
+                selfsigned::Manager::new(client, settings.clone(), store.clone(), metrics.clone());
+            (store, tokio::spawn(manager.run(stopped(stop_rx.clone()))))
+        }
+        (None, Some(cert), Some(key)) => {
+            let store = CertStore::new(cert, key);
+            match store.reload() {
+                Ok(_) => tracing::info!(cert = %cert.display(), "serving certificate loaded"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no usable serving certificate yet; not ready until one appears")
+                }
+            }
+            let watcher = tokio::spawn(store.clone().watch(
+                Duration::from_secs(args.cert_poll_seconds.max(1)),
+                stopped(stop_rx.clone()),
+            ));
+            (store, watcher)
+        }
+        _ => anyhow::bail!(
+            "either --self-signed-secret or both --tls-cert-file and --tls-private-key-file"
+        ),
+    };
 
     let admin_listener = TcpListener::bind(args.metrics_bind_address)
         .await

@@ -1,9 +1,11 @@
 //! The webhook's metrics, under the `nova_webhook_` prefix. Labels carry the webhook path, the
 //! operation and the outcome, never an object name.
 
+use std::time::SystemTime;
+
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry, TextEncoder,
+    Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
+    Opts, Registry, TextEncoder,
 };
 
 use crate::server::Limits;
@@ -42,6 +44,19 @@ pub struct Metrics {
     /// `nova_webhook_limit{limit}`: the limits in force (`connections`, `concurrent_streams`,
     /// `review_budget_bytes`, `max_body_bytes`), to read the gauges above against.
     pub limits: IntGaugeVec,
+    /// `nova_webhook_certificate_expiry_seconds`: seconds until the served certificate
+    /// expires (negative once it has; absent before one is served).
+    pub certificate_expiry: Gauge,
+    /// `nova_webhook_certificate_lifetime_seconds`: the served certificate's whole life, to read
+    /// the expiry against (renewal is due at two-thirds of it).
+    pub certificate_lifetime: Gauge,
+    /// `nova_webhook_certificate_renewals_total{what}`: Secret writes of the self-signed mode,
+    /// by what was made: `serving` (a serving certificate), `ca` (a CA roll), `regenerated`
+    /// (a missing or broken Secret, both made anew).
+    pub certificate_renewals: IntCounterVec,
+    /// `nova_webhook_certificate_sync_failures_total`: self-signed syncs that failed (the
+    /// Secret or a configuration could not be read or written); the served certificate stays.
+    pub certificate_sync_failures: IntCounter,
 }
 
 /// A limit that turned something away, the `limit` label of `nova_webhook_rejected_total`.
@@ -120,6 +135,29 @@ impl Metrics {
             ),
             &["limit"],
         )?;
+        let certificate_expiry = Gauge::new(
+            "nova_webhook_certificate_expiry_seconds",
+            "Seconds until the served serving certificate expires",
+        )?;
+        let certificate_lifetime = Gauge::new(
+            "nova_webhook_certificate_lifetime_seconds",
+            "The served serving certificate's whole validity, in seconds",
+        )?;
+        let certificate_renewals = IntCounterVec::new(
+            Opts::new(
+                "nova_webhook_certificate_renewals_total",
+                "Certificate Secret writes of the self-signed mode, by what was made",
+            ),
+            &["what"],
+        )?;
+        let certificate_sync_failures = IntCounter::new(
+            "nova_webhook_certificate_sync_failures_total",
+            "Self-signed certificate syncs (renewal, CA injection) that failed",
+        )?;
+        registry.register(Box::new(certificate_expiry.clone()))?;
+        registry.register(Box::new(certificate_lifetime.clone()))?;
+        registry.register(Box::new(certificate_renewals.clone()))?;
+        registry.register(Box::new(certificate_sync_failures.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(duration.clone()))?;
         registry.register(Box::new(connections.clone()))?;
@@ -140,7 +178,34 @@ impl Metrics {
             idle_closed,
             evicted,
             limits,
+            certificate_expiry,
+            certificate_lifetime,
+            certificate_renewals,
+            certificate_sync_failures,
         })
+    }
+
+    /// Shows the served certificate's expiry and life.
+    pub fn show_served(&self, served: Option<&nova_certs::PemCert>) {
+        let Some(cert) = served else { return };
+        let now = SystemTime::now();
+        let expiry = match cert.validity.not_after.duration_since(now) {
+            Ok(left) => left.as_secs_f64(),
+            Err(past) => -past.duration().as_secs_f64(),
+        };
+        self.certificate_expiry.set(expiry);
+        self.certificate_lifetime
+            .set(cert.validity.life().as_secs_f64());
+    }
+
+    /// Counts one Secret write of the self-signed mode.
+    pub fn certificate_renewed(&self, what: &str) {
+        self.certificate_renewals.with_label_values(&[what]).inc();
+    }
+
+    /// Counts one failed self-signed sync.
+    pub fn certificate_sync_failed(&self) {
+        self.certificate_sync_failures.inc();
     }
 
     /// Shows the limits in force on `nova_webhook_limit`.

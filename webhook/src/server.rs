@@ -356,14 +356,17 @@ async fn admit<R: Resolver + Send + Sync + 'static>(
 }
 
 /// The health and metrics router: `/metrics`, `/healthz`, `/readyz` (ready once a certificate
-/// is loaded).
+/// is loaded and, in self-signed mode, its CA injected into the webhook configurations).
 pub fn admin_router(metrics: Arc<Metrics>, store: Arc<CertStore>) -> Router {
+    let metrics_store = store.clone();
     Router::new()
         .route(
             "/metrics",
             get(move || {
                 let metrics = metrics.clone();
+                let served = metrics_store.served();
                 async move {
+                    metrics.show_served(served.as_ref());
                     (
                         [(
                             header::CONTENT_TYPE,
@@ -380,13 +383,9 @@ pub fn admin_router(metrics: Arc<Metrics>, store: Arc<CertStore>) -> Router {
             get(move || {
                 let store = store.clone();
                 async move {
-                    if store.is_loaded() {
-                        (StatusCode::OK, "ok")
-                    } else {
-                        (
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            "no serving certificate loaded",
-                        )
+                    match store.not_ready() {
+                        None => (StatusCode::OK, "ok"),
+                        Some(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
                     }
                 }
             }),

@@ -6,6 +6,7 @@
 //! path would not. A broken new pair keeps the old one serving and is logged once.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -52,7 +53,12 @@ pub struct CertStore {
     key_path: PathBuf,
     provider: Arc<CryptoProvider>,
     current: RwLock<Option<Arc<CertifiedKey>>>,
+    /// The served leaf, parsed (validity, for the expiry metric and the renewal decisions).
+    served: RwLock<Option<nova_certs::PemCert>>,
     last_seen: Mutex<Option<(Vec<u8>, Vec<u8>)>>,
+    /// Whether the API server is known to trust the served certificate: always in file mode,
+    /// once its CA is injected in self-signed mode (`require_trust`).
+    trusted: AtomicBool,
 }
 
 impl std::fmt::Debug for CertStore {
@@ -110,8 +116,36 @@ impl CertStore {
             key_path: key_path.into(),
             provider: Arc::new(rustls::crypto::ring::default_provider()),
             current: RwLock::new(None),
+            served: RwLock::new(None),
             last_seen: Mutex::new(None),
+            trusted: AtomicBool::new(true),
         })
+    }
+
+    /// From now on ready only once `set_trusted(true)`.
+    pub fn require_trust(&self) {
+        self.trusted.store(false, Ordering::SeqCst);
+    }
+
+    /// Whether the API server trusts the served certificate (its CA is in the injected bundle).
+    pub fn set_trusted(&self, trusted: bool) {
+        self.trusted.store(trusted, Ordering::SeqCst);
+    }
+
+    /// Why the store is not ready to serve admission, if it is not.
+    pub fn not_ready(&self) -> Option<&'static str> {
+        if !self.is_loaded() {
+            Some("no serving certificate loaded")
+        } else if !self.trusted.load(Ordering::SeqCst) {
+            Some("the served certificate's CA is not yet in the webhook configurations' caBundle")
+        } else {
+            None
+        }
+    }
+
+    /// The served leaf certificate.
+    pub fn served(&self) -> Option<nova_certs::PemCert> {
+        self.served.read().ok().and_then(|s| s.clone())
     }
 
     /// Whether a pair is being served.
@@ -136,22 +170,41 @@ impl CertStore {
     pub fn reload(&self) -> Result<Reload, TlsError> {
         let cert = Self::read(&self.cert_path)?;
         let key = Self::read(&self.key_path)?;
+        self.set_pem(&cert, &key)
+    }
+
+    /// Serves this pair when it differs from the last one given and parses. On error the pair
+    /// served so far stays.
+    pub fn set_pem(&self, cert: &[u8], key: &[u8]) -> Result<Reload, TlsError> {
         {
             let last = self
                 .last_seen
                 .lock()
                 .map_err(|_| TlsError::Key("lock poisoned".into()))?;
-            if last.as_ref().is_some_and(|(c, k)| *c == cert && *k == key) {
+            if last.as_ref().is_some_and(|(c, k)| c == cert && k == key) {
                 return Ok(Reload::Unchanged);
             }
         }
-        let result = certified_key(&cert, &key, &self.cert_path, &self.key_path, &self.provider);
+        let result = certified_key(cert, key, &self.cert_path, &self.key_path, &self.provider)
+            .and_then(|ck| {
+                let leaf = std::str::from_utf8(cert)
+                    .ok()
+                    .and_then(|c| nova_certs::parse_certificates(c).ok())
+                    .map(|mut certs| certs.remove(0))
+                    .ok_or_else(|| TlsError::NoCertificate {
+                        path: self.cert_path.clone(),
+                    })?;
+                Ok((ck, leaf))
+            });
         if let Ok(mut last) = self.last_seen.lock() {
-            *last = Some((cert, key));
+            *last = Some((cert.to_vec(), key.to_vec()));
         }
-        let ck = result?;
+        let (ck, leaf) = result?;
         if let Ok(mut current) = self.current.write() {
             *current = Some(Arc::new(ck));
+        }
+        if let Ok(mut served) = self.served.write() {
+            *served = Some(leaf);
         }
         Ok(Reload::Swapped)
     }

@@ -10,8 +10,6 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use nova_controller::clusters::Caching;
 use nova_controller::clusters::availability::TargetClusterAvailability;
 use nova_controller::{nova, novacompute};
@@ -423,11 +421,8 @@ fn the_webhook_reads_priority_classes_and_novas_only() {
 }
 
 #[test]
-fn the_webhook_configurations_carry_the_four_paths_and_the_generated_ca() {
+fn the_webhook_configurations_carry_the_four_paths_and_no_ca_bundle() {
     let docs = render(&[]);
-    let secret = find(&docs, "Secret", "nova-operator-webhook-tls");
-    let ca = secret["data"]["ca.crt"].as_str().expect("ca.crt");
-    assert!(!ca.is_empty());
     let mut paths = BTreeMap::new();
     for kind in [
         "MutatingWebhookConfiguration",
@@ -438,9 +433,9 @@ fn the_webhook_configurations_carry_the_four_paths_and_the_generated_ca() {
             .expect("webhooks")
         {
             let config = &hook["clientConfig"];
-            assert_eq!(
-                config["caBundle"], ca,
-                "{} trusts the generated CA",
+            assert!(
+                config.get("caBundle").is_none(),
+                "{}: the caBundle is injected, never rendered",
                 hook["name"]
             );
             assert_eq!(config["service"]["name"], "nova-operator-webhook");
@@ -506,12 +501,7 @@ fn the_webhook_configurations_carry_the_four_paths_and_the_generated_ca() {
         }
     }
 
-    // The serving certificate names the Service.
-    let crt = secret["data"]["tls.crt"].as_str().expect("tls.crt");
-    let pem = String::from_utf8(BASE64.decode(crt).expect("base64")).expect("pem");
-    assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "{pem}");
-
-    // With cert-manager: no generated Secret, the CA injected from the Certificate.
+    // With cert-manager: the CA injected from the Certificate.
     let docs = render(&["--set", "webhook.certificate.certManager.enabled=true"]);
     assert!(!docs.iter().any(|d| d["kind"] == "Secret"));
     let mutating = find(&docs, "MutatingWebhookConfiguration", "nova-operator");
@@ -530,19 +520,102 @@ fn the_webhook_configurations_carry_the_four_paths_and_the_generated_ca() {
     );
 }
 
-/// Every document but the named Deployment and the generated certificate material (new on
-/// every `helm template`, kept by `lookup` on a real upgrade).
+/// Every document but the named Deployment.
 fn without(docs: Vec<Value>, deployment: &str) -> Vec<Value> {
     docs.into_iter()
-        .filter(|d| {
-            let generated = matches!(
-                d["kind"].as_str(),
-                Some("Secret" | "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration")
-            );
-            let changed = d["kind"] == "Deployment" && d["metadata"]["name"] == deployment;
-            !(generated || changed)
-        })
+        .filter(|d| !(d["kind"] == "Deployment" && d["metadata"]["name"] == deployment))
         .collect()
+}
+
+/// The webhook container of a rendering.
+fn webhook_container(docs: &[Value]) -> &Value {
+    &find(docs, "Deployment", "nova-operator-webhook")["spec"]["template"]["spec"]["containers"][0]
+}
+
+#[test]
+fn self_signed_mode_renders_the_same_every_time_and_grants_one_secret_and_two_configurations() {
+    // Nothing generated: two renders of every value set are identical (GitOps-stable).
+    for (name, extra) in VALUE_SETS {
+        let once = helm::template(home().path(), NAMESPACE, extra).expect("helm template");
+        let twice = helm::template(home().path(), NAMESPACE, extra).expect("helm template");
+        assert_eq!(once, twice, "{name}: two renders differ");
+    }
+    let docs = render(&[]);
+    assert!(
+        !docs.iter().any(|d| d["kind"] == "Secret"),
+        "the webhook creates its Secret"
+    );
+    let container = webhook_container(&docs);
+    let args = strings(&container["args"]);
+    for flag in [
+        "--self-signed-secret=nova-operator-webhook-tls",
+        "--webhook-configuration=nova-operator",
+        "--certificate-names=nova-operator-webhook,nova-operator-webhook.nova-system,nova-operator-webhook.nova-system.svc,nova-operator-webhook.nova-system.svc.cluster.local",
+        "--ca-validity-seconds=31536000",
+        "--certificate-validity-seconds=7776000",
+        "--certificate-sync-seconds=15",
+    ] {
+        assert!(args.contains(&flag.to_owned()), "{flag} in {args:?}");
+    }
+    assert!(!args.iter().any(|a| a.starts_with("--tls-")), "{args:?}");
+    assert!(container.get("volumeMounts").is_none());
+    assert_eq!(
+        container["env"][1],
+        serde_json::json!({"name": "NOVA_WEBHOOK_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}})
+    );
+    assert_eq!(
+        find(&docs, "Role", "nova-operator-webhook-certificate")["rules"],
+        serde_json::json!([
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["nova-operator-webhook-tls"], "verbs": ["get", "update"]},
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}
+        ])
+    );
+    assert_eq!(
+        find(&docs, "ClusterRole", "nova-operator-webhook-ca-injection")["rules"],
+        serde_json::json!([
+            {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"], "resourceNames": ["nova-operator"], "verbs": ["get", "patch"]}
+        ])
+    );
+    let binding = find(&docs, "RoleBinding", "nova-operator-webhook-certificate");
+    assert_eq!(binding["subjects"][0]["name"], "nova-operator-webhook");
+
+    // With cert-manager: the mounted Secret, no certificate RBAC, a CA that keeps its key.
+    let docs = render(&["--set", "webhook.certificate.certManager.enabled=true"]);
+    let args = strings(&webhook_container(&docs)["args"]);
+    assert!(args.contains(&"--tls-cert-file=/tls/tls.crt".to_owned()));
+    assert!(!args.iter().any(|a| a.starts_with("--self-signed")));
+    assert!(
+        !docs
+            .iter()
+            .any(|d| d["metadata"]["name"] == "nova-operator-webhook-certificate")
+    );
+    assert!(
+        !docs
+            .iter()
+            .any(|d| d["metadata"]["name"] == "nova-operator-webhook-ca-injection")
+    );
+    assert_eq!(
+        find(&docs, "Certificate", "nova-operator-webhook-ca")["spec"]["privateKey"]["rotationPolicy"],
+        "Never"
+    );
+
+    // Lives that do not work together are refused at render.
+    let out = helm::run(
+        home().path(),
+        &[
+            "template",
+            "nova-operator",
+            &helm::chart_dir().display().to_string(),
+            "--set",
+            "webhook.certificate.selfSigned.caValidityDays=100",
+        ],
+    )
+    .expect("helm");
+    assert!(
+        !out.success && out.stderr.contains("three times"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

@@ -27,13 +27,13 @@ use nova_testkit::fixtures::EXAMPLE_NOVA_YAML as EXAMPLE_NOVA;
 use nova_testkit::wait::Wait;
 const CLIENTS: usize = 8;
 /// The API server's text when a failing-closed webhook cannot be called.
-const REFUSED: &str = "failed calling webhook";
+pub(crate) const REFUSED: &str = "failed calling webhook";
 /// The webhook's own denial of the invalid Nova.
-const DENIED: &str = "name must not end in \"-api\"";
+pub(crate) const DENIED: &str = "name must not end in \"-api\"";
 
 /// What one request asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Op {
+pub(crate) enum Op {
     CreateValid,
     UpdateValid,
     CreateInvalid,
@@ -41,7 +41,7 @@ enum Op {
 
 /// How the API server answered.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Outcome {
+pub(crate) enum Outcome {
     Admitted,
     /// Refused because the webhook could not be called (failurePolicy Fail).
     Refused,
@@ -53,13 +53,13 @@ enum Outcome {
 
 /// Outcomes per (phase, op); a request whose phase changed while it was in flight counts
 /// under [`IN_FLIGHT_ACROSS`].
-type Tally = BTreeMap<(&'static str, Op, Outcome), usize>;
-const IN_FLIGHT_ACROSS: &str = "across a phase change";
+pub(crate) type Tally = BTreeMap<(&'static str, Op, Outcome), usize>;
+pub(crate) const IN_FLIGHT_ACROSS: &str = "across a phase change";
 
 /// The named phases of a drill, switched by the test while the clients run.
-struct Phases {
-    names: &'static [&'static str],
-    current: AtomicUsize,
+pub(crate) struct Phases {
+    pub(crate) names: &'static [&'static str],
+    pub(crate) current: AtomicUsize,
 }
 
 impl Phases {
@@ -67,7 +67,7 @@ impl Phases {
         self.names[index]
     }
 
-    fn enter(&self, name: &str) {
+    pub(crate) fn enter(&self, name: &str) {
         let index = self.names.iter().position(|n| *n == name).unwrap();
         self.current.store(index, Ordering::SeqCst);
         eprintln!("drill: phase {name}");
@@ -75,14 +75,14 @@ impl Phases {
 }
 
 /// The clients hammering the API server until stopped.
-struct Load {
+pub(crate) struct Load {
     stop: Arc<AtomicBool>,
     tally: Arc<Mutex<Tally>>,
     clients: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Load {
-    fn start(client: &kube::Client, ns: &str, phases: &Arc<Phases>) -> Self {
+    pub(crate) fn start(client: &kube::Client, ns: &str, phases: &Arc<Phases>) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let tally = Arc::new(Mutex::new(Tally::new()));
         let novas: Api<DynamicObject> =
@@ -125,7 +125,7 @@ impl Load {
         }
     }
 
-    async fn finish(self) -> Tally {
+    pub(crate) async fn finish(self) -> Tally {
         self.stop.store(true, Ordering::SeqCst);
         for client in self.clients {
             client.await.unwrap();
@@ -186,7 +186,7 @@ async fn one_request(
 }
 
 /// The requests of `phase` that did not get the answer a working webhook gives.
-fn wrong_while_up(tally: &Tally, phase: &str) -> Vec<String> {
+pub(crate) fn wrong_while_up(tally: &Tally, phase: &str) -> Vec<String> {
     tally
         .iter()
         .filter(|((p, op, outcome), _)| {
@@ -200,7 +200,7 @@ fn wrong_while_up(tally: &Tally, phase: &str) -> Vec<String> {
         .collect()
 }
 
-fn count(tally: &Tally, phase: &str) -> usize {
+pub(crate) fn count(tally: &Tally, phase: &str) -> usize {
     tally
         .iter()
         .filter(|((p, _, _), _)| *p == phase)
@@ -210,7 +210,10 @@ fn count(tally: &Tally, phase: &str) -> usize {
 
 /// Every stored Nova was defaulted by the webhook (also after its last update) and none is
 /// the invalid one; returns how many there are.
-async fn every_stored_nova_went_through_the_webhook(client: &kube::Client, ns: &str) -> usize {
+pub(crate) async fn every_stored_nova_went_through_the_webhook(
+    client: &kube::Client,
+    ns: &str,
+) -> usize {
     let novas: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), ns, &nova_resource("Nova", "novas"));
     let stored = novas.list(&ListParams::default()).await.unwrap().items;
@@ -320,7 +323,7 @@ impl Drill {
 
 /// Lets the load run through the current phase: each phase lasts a few seconds on purpose, so
 /// every phase sees requests (a duration, not a wait for state).
-async fn load_for(length: Duration) {
+pub(crate) async fn load_for(length: Duration) {
     tokio::time::sleep(length).await;
 }
 

@@ -2,5 +2,6 @@
 //! real API server (every create and update through real admission, as `kubectl apply` would),
 //! and the drills that kill and re-certify it under load.
 
+mod certificates;
 mod drills;
 mod e2e;
