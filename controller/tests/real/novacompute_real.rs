@@ -708,17 +708,7 @@ async fn a_relabelled_node_with_servers_drains_and_is_released(s: &Suite) {
     assert_eq!(view.count_servers(DRAINED).await.expect("count"), 2);
 
     label_node(client, DRAINED, POOL_LABEL, None).await;
-    let pool = wait_real_pool(
-        client,
-        ns,
-        ZONED_POOL,
-        "the node Draining with its servers",
-        |p| {
-            entry(p, DRAINED)
-                .is_some_and(|e| e.phase == NodePhase::Draining && e.instances == Some(2))
-        },
-    )
-    .await;
+    let pool = wait_draining(s, ZONED_POOL, DRAINED, 2).await;
     assert_eq!(
         status_reason(&pool, "ServicesReady"),
         Some(("True".into(), "Draining".into()))
@@ -734,19 +724,11 @@ async fn a_relabelled_node_with_servers_drains_and_is_released(s: &Suite) {
     // Held over the passes that follow (the sampler watches in between): still Draining with
     // both servers counted, its pod and played pod in place, the service disabled once.
     let seen = services_passes(&s.metrics);
-    let pools: Api<NovaCompute> = Api::namespaced(client.clone(), ns);
     Wait::new("two further Services passes", REAL_TIMEOUT)
         .until(|| async { services_passes(&s.metrics) >= seen + 2 })
         .await
         .expect("the passes");
-    let pool = pools.get(ZONED_POOL).await.expect("pool");
-    let e = entry(&pool, DRAINED).expect("the drained entry");
-    assert_eq!(
-        (e.phase, e.instances),
-        (NodePhase::Draining, Some(2)),
-        "{e:?}"
-    );
-    let (of_pool, played) = pods_on(client, ns, ZONED_POOL, DRAINED).await;
+    let (of_pool, played) = still_draining(s, ZONED_POOL, DRAINED, 2).await;
     assert_eq!((of_pool.len(), played), (1, vec![played_name(DRAINED)]));
     let events = pool_events(client, ns, ZONED_POOL).await;
     assert_eq!(times(&events, "ComputeServiceDisabled"), 1, "{events:?}");
@@ -754,25 +736,7 @@ async fn a_relabelled_node_with_servers_drains_and_is_released(s: &Suite) {
     // Without servers the node is released: Releasing, its pod goes, then its service (the
     // sampler fails the test if the service went first).
     s.admin.delete_servers(&servers, REAL_TIMEOUT).await;
-    let phases = phases_until_released(s, ZONED_POOL, DRAINED).await;
-    assert!(
-        phases.iter().any(|(p, _)| *p == Some(NodePhase::Releasing)),
-        "{phases:?}"
-    );
-    let events = pool_events(client, ns, ZONED_POOL).await;
-    assert_eq!(times(&events, "ComputeServiceDisabled"), 1, "{events:?}");
-    assert_eq!(times(&events, "ComputeServiceDeleted"), 1, "{events:?}");
-    assert!(
-        !view
-            .compute_services()
-            .await
-            .expect("services")
-            .iter()
-            .any(|s| s.host == DRAINED),
-        "the released node's service is deleted"
-    );
-    let (of_pool, _) = pods_on(client, ns, ZONED_POOL, DRAINED).await;
-    assert!(of_pool.is_empty(), "{of_pool:?}");
+    released_once(s, ZONED_POOL, DRAINED).await;
     // Nova dropped the host from its aggregates with the service.
     assert_aggregate_hosts(
         s,
@@ -815,19 +779,63 @@ pub(crate) async fn phases_until_released(
     phases
 }
 
-/// Waits until `node` is Draining with `servers` counted on the zoned pool.
-async fn wait_draining(s: &Suite, node: &str, servers: i32) {
+/// Waits until pool `name` released `node` and checks it went through `Releasing`, its pod is
+/// gone and its compute service deleted, disabled and deleted once (by the pool's events);
+/// returns the phases it went through, each with when it was first seen.
+pub(crate) async fn released_once(
+    s: &Suite,
+    name: &str,
+    node: &str,
+) -> Vec<(Option<NodePhase>, f64)> {
+    let phases = phases_until_released(s, name, node).await;
+    assert!(
+        phases.iter().any(|(p, _)| *p == Some(NodePhase::Releasing)),
+        "{phases:?}"
+    );
+    let events = pool_events(&s.client, &s.ns, name).await;
+    assert_eq!(times(&events, "ComputeServiceDisabled"), 1, "{events:?}");
+    assert_eq!(times(&events, "ComputeServiceDeleted"), 1, "{events:?}");
+    assert!(
+        service_of(&s.view, node).await.is_none(),
+        "the released node's service is deleted"
+    );
+    let (of_pool, _) = pods_on(&s.client, &s.ns, name, node).await;
+    assert!(of_pool.is_empty(), "{of_pool:?}");
+    phases
+}
+
+/// Checks that `node` is still Draining with `servers` counted on pool `name`; returns the
+/// names of its running pods of the pool and of its played pods.
+pub(crate) async fn still_draining(
+    s: &Suite,
+    name: &str,
+    node: &str,
+    servers: i32,
+) -> (Vec<String>, Vec<String>) {
+    let pools: Api<NovaCompute> = Api::namespaced(s.client.clone(), &s.ns);
+    let pool = pools.get(name).await.expect("pool");
+    let e = entry(&pool, node).expect("the draining entry");
+    assert_eq!(
+        (e.phase, e.instances),
+        (NodePhase::Draining, Some(servers)),
+        "{e:?}"
+    );
+    pods_on(&s.client, &s.ns, name, node).await
+}
+
+/// Waits until `node` is Draining with `servers` counted on pool `name`; returns the pool.
+pub(crate) async fn wait_draining(s: &Suite, name: &str, node: &str, servers: i32) -> NovaCompute {
     wait_real_pool(
         &s.client,
         &s.ns,
-        ZONED_POOL,
+        name,
         &format!("{node} Draining with {servers} servers"),
         |p| {
             entry(p, node)
                 .is_some_and(|e| e.phase == NodePhase::Draining && e.instances == Some(servers))
         },
     )
-    .await;
+    .await
 }
 
 /// Waits until `node` is back `Active` on the zoned pool and ServicesReady says its service
@@ -879,7 +887,7 @@ async fn a_node_with_a_server_flaps_and_returns_with_its_service_disabled(s: &Su
     // Out of the pool and, as soon as the pool drained it, back in.
     label_node(client, node, POOL_LABEL, None).await;
     let out = Instant::now();
-    wait_draining(s, node, 1).await;
+    wait_draining(s, ZONED_POOL, node, 1).await;
     label_node(client, node, POOL_LABEL, Some(&selector)).await;
     eprintln!(
         "{node} was out of the pool for {:.1}s",
@@ -898,7 +906,7 @@ async fn a_node_with_a_server_flaps_and_returns_with_its_service_disabled(s: &Su
         .for_deletion(&nodes, node)
         .await
         .expect("the Node is deleted");
-    wait_draining(s, node, 1).await;
+    wait_draining(s, ZONED_POOL, node, 1).await;
     create_tainted_zoned_node(&nodes, node, &selector, zone).await;
     eprintln!(
         "the Node {node} was gone for {:.1}s",
