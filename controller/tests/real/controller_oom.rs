@@ -5,7 +5,7 @@
 //! cgroup of its own (`/sys/fs/cgroup[/memory]/nova-test-oom-<pid>`: cgroup v2 where the
 //! memory controller is there, else v1's memory hierarchy, as on this machine). Once the
 //! controller has created the Nova's db-sync Job, the cgroup's limit is set just above the
-//! controller's usage and the Nova gets an annotation of about 200 KiB that the controller's
+//! controller's anonymous memory (its log's page cache would be reclaimed first) and the Nova gets an annotation of about 200 KiB that the controller's
 //! watch must decode and cache, so the kernel OOM-kills it within seconds, while the Job still
 //! runs. Then the limit is lifted and the controller started again in the same cgroup, as a
 //! Deployment's restart would.
@@ -86,6 +86,27 @@ impl Cage {
     fn usage(&self) -> u64 {
         let usage = self.read("memory.current", "memory.usage_in_bytes");
         usage.trim().parse().expect("a byte count")
+    }
+
+    /// The anonymous memory of the cgroup's processes (what reclaim cannot take back: there
+    /// is no swap), in bytes.
+    fn anon(&self) -> u64 {
+        let key = if self.v2 { "anon " } else { "total_rss " };
+        self.read("memory.stat", "memory.stat")
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|n| n.trim().parse().ok())
+            .expect("the anonymous memory in memory.stat")
+    }
+
+    /// Sets the limit to the first of `bytes`, `bytes` + 1 MiB, ... the kernel accepts (v1
+    /// refuses a limit below what it cannot reclaim); returns it.
+    fn tighten(&self, bytes: u64) -> u64 {
+        let path = self.file("memory.max", "memory.limit_in_bytes");
+        (0..256)
+            .map(|step| bytes + step * 1024 * 1024)
+            .find(|limit| std::fs::write(&path, limit.to_string()).is_ok())
+            .unwrap_or_else(|| panic!("no limit accepted above {bytes}: {}", self.state()))
     }
 
     /// Sets the cgroup's memory limit (`None`: none).
@@ -215,9 +236,11 @@ async fn the_controller_oom_killed_mid_db_sync_leaves_one_job_and_one_mapping_pe
         .expect("the db-sync Job");
     let uid = job.uid().expect("a uid");
 
-    let usage = cage.usage();
-    cage.limit(Some(usage + SLACK));
-    eprintln!("the controller uses {usage} bytes; limit set {SLACK} bytes above");
+    // The page cache the controller's log writes are charged with is reclaimed before any
+    // OOM kill: the limit goes just above its anonymous memory.
+    let (usage, anon) = (cage.usage(), cage.anon());
+    let limit = cage.tighten(anon + SLACK);
+    eprintln!("the controller uses {usage} bytes, {anon} anonymous; limit set to {limit}");
     let mut ballast = 0u32;
     Wait::new("the controller OOM-killed", KILLED)
         .every(Duration::from_secs(2))
