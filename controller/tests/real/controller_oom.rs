@@ -5,9 +5,9 @@
 //! cgroup of its own (`/sys/fs/cgroup[/memory]/nova-test-oom-<pid>`: cgroup v2 where the
 //! memory controller is there, else v1's memory hierarchy, as on this machine). Once the
 //! controller has created the Nova's db-sync Job, the cgroup's limit is set just above the
-//! controller's anonymous memory (its log's page cache would be reclaimed first) and the Nova gets an annotation of about 200 KiB that the controller's
-//! watch must decode and cache, so the kernel OOM-kills it within seconds, while the Job still
-//! runs. Then the limit is lifted and the controller started again in the same cgroup, as a
+//! controller's anonymous memory (its log's page cache would be reclaimed first) and the Nova
+//! gets an annotation of about 200 KiB that the controller's watch must decode and cache, so
+//! the kernel OOM-kills it within seconds, while the Job still runs. Then the limit is lifted and the controller started again in the same cgroup, as a
 //! Deployment's restart would.
 //!
 //! **Asserts**: the kill is the kernel's OOM kill (the cgroup's `oom_kill` count and SIGKILL
