@@ -186,6 +186,19 @@ pub async fn query(client: &Client, ns: &str, job: &str, sql: &str) -> String {
     .await
 }
 
+/// The number of tables in the schemas of the [`real_nova`] in `ns` and of its cell mappings,
+/// as `t,c`, read by the Job `job` as MariaDB's root.
+pub async fn schemas(client: &Client, ns: &str, job: &str) -> String {
+    let api = format!("nova_api_{}", ns.replace('-', "_"));
+    let cell = cell_schema(ns);
+    let cell0 = nova_api::names::NovaNames::cell0_schema(&cell);
+    let sql = format!(
+        "SELECT CONCAT((SELECT COUNT(*) FROM information_schema.tables WHERE table_schema \
+         IN ('{api}', '{cell}', '{cell0}')), ',', (SELECT COUNT(*) FROM {api}.cell_mappings))"
+    );
+    query(client, ns, job, &sql).await.trim().to_owned()
+}
+
 /// The release of a pinned nova image reference.
 pub fn release_of(image: &str) -> &'static str {
     nova_test_harness::images::RELEASES
@@ -251,17 +264,43 @@ pub struct Setup {
 }
 
 pub async fn start(prefix: &str) -> Setup {
-    let (cp, os) = crate::stack::openstack().await;
-    let client = cp.client().expect("client");
-    let ns = cp.namespace(prefix).await.expect("namespace");
-    provide_real_inputs(os, &client, &ns).await;
-    let probe = forward_to_service(client.clone(), ns.clone(), "nova".into(), 8774).await;
+    let Prepared {
+        os,
+        client,
+        ns,
+        probe,
+    } = prepare(prefix).await;
     let metrics = start_controller_probing(client.clone(), &ns, probe).await;
     Setup {
         os,
         client,
         ns,
         metrics,
+    }
+}
+
+/// A namespace with every input, before any controller runs, and the loopback address that
+/// forwards to its API Service (what a controller outside the cluster probes).
+pub struct Prepared {
+    pub os: &'static OpenStack,
+    pub client: Client,
+    pub ns: String,
+    pub probe: SocketAddr,
+}
+
+/// A namespace named after `prefix` with every input on the tier's stack, for a test that runs
+/// its controller itself (the binary, `controller_oom`).
+pub async fn prepare(prefix: &str) -> Prepared {
+    let (cp, os) = crate::stack::openstack().await;
+    let client = cp.client().expect("client");
+    let ns = cp.namespace(prefix).await.expect("namespace");
+    provide_real_inputs(os, &client, &ns).await;
+    let probe = forward_to_service(client.clone(), ns.clone(), "nova".into(), 8774).await;
+    Prepared {
+        os,
+        client,
+        ns,
+        probe,
     }
 }
 

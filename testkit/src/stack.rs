@@ -8,7 +8,8 @@
 //! Nova names its schemas, database user and compute host after its namespace, its pools select
 //! nodes by labels of its own, and the outage drills take away only what the namespace reaches
 //! (its broker, its own MariaDB Service, its nova-api). A drill that must stop a shared service
-//! needs a tier lock again.
+//! (the management API server frozen during a drain) holds the tier alone ([`timed_alone`]);
+//! every other test holds it beside the others ([`timed`]).
 
 use std::io::Write;
 use std::sync::OnceLock;
@@ -17,7 +18,7 @@ use std::time::Instant;
 use nova_test_harness::openstack::{self, OpenStack};
 use nova_test_harness::simulated::{self, SimulatedOperators};
 use nova_test_harness::{ControlPlane, shared_real_node};
-use tokio::sync::OnceCell;
+use tokio::sync::{OnceCell, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// The release whose OpenStack the real tier deploys (the nova images of every release run
 /// against it; an upgrade changes the operator's images, not the services').
@@ -36,12 +37,30 @@ pub async fn openstack() -> (&'static ControlPlane, &'static OpenStack) {
     (cp, os)
 }
 
-/// Starts timing a real test: when it ends, its line of the tier's timeline is printed.
-pub fn timed() -> Timed {
-    RUN.get_or_init(Instant::now);
-    Timed {
-        since: Instant::now(),
-    }
+/// The tier lock: every real test holds it, shared, for its whole run; a drill that stops a
+/// service every test uses holds it alone.
+static TIER: RwLock<()> = RwLock::const_new(());
+
+/// Holds the tier beside the other tests and starts timing the test: when it ends, its line of
+/// the tier's timeline is printed and the tier is let go.
+pub async fn timed() -> Timed {
+    let tier = Tier::Shared(TIER.read().await);
+    Timed::holding(tier)
+}
+
+/// Holds the tier alone (the tests running beside it finish first, none starts until it ends)
+/// and starts timing the test: for a drill that stops a service every test uses. The drill
+/// restores the service before the guard drops.
+pub async fn timed_alone() -> Timed {
+    let tier = Tier::Alone(TIER.write().await);
+    Timed::holding(tier)
+}
+
+/// How a test holds the tier (the guard is only held, never read).
+#[allow(dead_code)]
+enum Tier {
+    Shared(RwLockReadGuard<'static, ()>),
+    Alone(RwLockWriteGuard<'static, ()>),
 }
 
 /// When the first real test of the run started.
@@ -51,6 +70,17 @@ static RUN: OnceLock<Instant> = OnceLock::new();
 /// passing run shows the tier's timeline too.
 pub struct Timed {
     since: Instant,
+    _tier: Tier,
+}
+
+impl Timed {
+    fn holding(tier: Tier) -> Self {
+        RUN.get_or_init(Instant::now);
+        Self {
+            since: Instant::now(),
+            _tier: tier,
+        }
+    }
 }
 
 impl Drop for Timed {

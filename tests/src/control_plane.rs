@@ -18,6 +18,7 @@ use crate::process::{self, ChildSpec, Component, Lifetime};
 use crate::{Error, Result, binaries, crds, egress, io_err, kube_err, kwok, pki};
 
 mod faults;
+pub use faults::FrozenApiServer;
 
 /// The audit policy of [`Options::audit_log`]: who wrote what, without bodies; reads are not
 /// logged.

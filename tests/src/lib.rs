@@ -37,7 +37,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub use binaries::{K8S_VERSION, default_testbin_dir, testbin_dir};
-pub use control_plane::{ControlPlane, Options, StartupTimings, shared, shared_real_node};
+pub use control_plane::{
+    ControlPlane, FrozenApiServer, Options, StartupTimings, shared, shared_real_node,
+};
 pub use crds::{crd_files, default_crd_dirs, install_crds, read_crds};
 pub use process::Lifetime;
 pub use webhook::{

@@ -6,6 +6,8 @@
 //! chart install (`controller/tests/real_chart`), whose cluster-wide controller would reconcile
 //! every Nova the other tests leave behind.
 
+mod apiserver_freeze;
+mod controller_oom;
 mod node;
 mod nova_data_retention;
 mod nova_db_guards;
@@ -17,3 +19,8 @@ mod openstack_outages;
 mod openstack_proofs;
 mod openstack_stalls;
 mod pools;
+// The controller binary as a process of its own, shared with the kwok tier's leadership
+// drills (the real tier uses only what `controller_oom` needs).
+#[allow(dead_code)]
+#[path = "../kwok/replica.rs"]
+mod replica;

@@ -42,7 +42,7 @@ fn job(name: &str, script: &str) -> serde_json::Value {
 
 #[tokio::test]
 async fn the_real_node_is_ready_and_the_kwok_node_keeps_to_itself() -> Result<()> {
-    let _timed = nova_testkit::stack::timed();
+    let _timed = nova_testkit::stack::timed().await;
     let cp = shared_real_node().await?;
     let nodes: Api<Node> = Api::all(cp.client()?);
     let node = nodes.get(NODE_NAME).await?;
@@ -75,7 +75,7 @@ async fn the_real_node_is_ready_and_the_kwok_node_keeps_to_itself() -> Result<()
 
 #[tokio::test]
 async fn a_job_reports_its_exit_code_and_termination_message() -> Result<()> {
-    let _timed = nova_testkit::stack::timed();
+    let _timed = nova_testkit::stack::timed().await;
     let cp = shared_real_node().await?;
     let client = cp.client()?;
     let ns = cp.namespace("node-job").await?;
@@ -108,7 +108,7 @@ async fn a_job_reports_its_exit_code_and_termination_message() -> Result<()> {
 
 #[tokio::test]
 async fn pods_reach_services_by_dns_and_the_api_server_by_the_kubernetes_service() -> Result<()> {
-    let _timed = nova_testkit::stack::timed();
+    let _timed = nova_testkit::stack::timed().await;
     let cp = shared_real_node().await?;
     let client = cp.client()?;
     let ns = cp.namespace("node-net").await?;

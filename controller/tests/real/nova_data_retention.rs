@@ -18,7 +18,7 @@ use nova_testkit::stack::RELEASE;
 /// row is still there.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_default_policy_delete_keeps_the_rows_and_a_recreated_nova_becomes_ready() {
-    let _timed = nova_testkit::stack::timed();
+    let _timed = nova_testkit::stack::timed().await;
     let setup = start("nova-retain").await;
     let (client, ns) = (setup.client.clone(), setup.ns.clone());
     let image = pinned(&nova_image(RELEASE)).expect("the nova image's digest");

@@ -243,7 +243,7 @@ fn premapped_uuid(case: &Case) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_brownfield_cell_mapped_under_another_name_is_not_mapped_again() {
-    let _timed = nova_testkit::stack::timed();
+    let _timed = nova_testkit::stack::timed().await;
     // The cloud mapped its cell as `legacy`, with an expanded URL on the same schema (other
     // query parameters), long before the operator.
     let case = Case::start(
@@ -283,7 +283,7 @@ async fn a_brownfield_cell_mapped_under_another_name_is_not_mapped_again() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn cell1_in_a_host_a_user_or_a_vhost_does_not_pass_for_a_mapped_cell1() {
-    let _timed = nova_testkit::stack::timed();
+    let _timed = nova_testkit::stack::timed().await;
     // The Nova's database host is `cell1-mariadb`, its cell user `cell1` (both in cell0's row
     // once map_cell0 ran, and the namespace puts cell1 in the broker host); a foreign cell
     // `edge` names cell1 as its broker user, host and vhost and its database user and host.
@@ -328,7 +328,7 @@ nova-manage cell_v2 list_cells | grep -qw cell1",
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_listing_stops_the_script_and_fails_the_job() {
-    let _timed = nova_testkit::stack::timed();
+    let _timed = nova_testkit::stack::timed().await;
     // cell1 is mapped (expanded URLs, as a hand-built cloud stores them: a create_cell with the
     // operator's templates would map a second one), and beside it a cell whose connection
     // nova-manage accepted but cannot print (an unterminated IPv6 literal): list_cells fails

@@ -168,7 +168,7 @@ async fn get_through_service(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_operators_nova_runs_for_real_and_reaches_ready() {
-    let _timed = nova_testkit::stack::timed();
+    let _timed = nova_testkit::stack::timed().await;
     let setup = start("nova-real").await;
     let (os, metrics) = (setup.os, &setup.metrics);
     let (client, ns) = (setup.client.clone(), setup.ns.clone());
@@ -445,7 +445,7 @@ async fn the_operators_nova_runs_for_real_and_reaches_ready() {
 /// the five roles roll onto the new image, and `installedRelease` is promoted.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_release_upgrade_runs_the_target_releases_phase_jobs_for_real() {
-    let _timed = nova_testkit::stack::timed();
+    let _timed = nova_testkit::stack::timed().await;
     let setup = start("nova-upgrade").await;
     let (client, ns) = (setup.client.clone(), setup.ns.clone());
     let from = pinned(&nova_image("2026.1")).expect("the 2026.1 image");

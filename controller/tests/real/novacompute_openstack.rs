@@ -737,7 +737,7 @@ async fn aggregates_and_the_drain(
 
 #[tokio::test]
 async fn pools_keep_traits_and_aggregates_and_drain_through_an_outage() -> Result<()> {
-    let _timed = nova_testkit::stack::timed();
+    let _timed = nova_testkit::stack::timed().await;
     let (_, os, client, ns) = start("nc-openstack", RELEASE).await?;
     start_conductor_and_compute(&client, &ns, RELEASE).await?;
     let routes = routes(&client, os, &ns).await;
@@ -817,7 +817,7 @@ fn api_error(pool: &NovaCompute) -> Option<String> {
 /// Placement's faults cost no new Keystone token (the one token is reused throughout).
 #[tokio::test]
 async fn keystone_and_placement_brownouts_delete_nothing_and_recover() -> Result<()> {
-    let _timed = nova_testkit::stack::timed();
+    let _timed = nova_testkit::stack::timed().await;
     let (_, os, client, ns) = start("nc-brownout", RELEASE).await?;
     let mut routes = routes(&client, os, &ns).await;
     let service = |name: &str, port: u16| {

@@ -62,7 +62,7 @@ use nova_testkit::real::*;
 use serde_json::json;
 
 /// The pool on the real node.
-const REAL_POOL: &str = "pool-a";
+pub(crate) const REAL_POOL: &str = "pool-a";
 /// The pool on the zoned kwok nodes.
 const ZONED_POOL: &str = "pool-zones";
 /// The zoned kwok nodes and their zones.
@@ -147,7 +147,7 @@ async fn dump_pool(client: &Client, ns: &str, name: &str) {
 }
 
 /// Waits until `check` passes on pool `name`; dumps and fails after [`REAL_TIMEOUT`].
-async fn wait_real_pool(
+pub(crate) async fn wait_real_pool(
     client: &Client,
     ns: &str,
     name: &str,
@@ -165,7 +165,7 @@ async fn wait_real_pool(
 }
 
 /// Deletes pool `name` and waits until its finalizers are released.
-async fn delete_pool(client: &Client, ns: &str, name: &str) {
+pub(crate) async fn delete_pool(client: &Client, ns: &str, name: &str) {
     let pools: Api<NovaCompute> = Api::namespaced(client.clone(), ns);
     pools
         .delete(name, &DeleteParams::default())
@@ -181,7 +181,7 @@ async fn delete_pool(client: &Client, ns: &str, name: &str) {
 }
 
 /// The ledger entry of `node`.
-fn entry<'a>(
+pub(crate) fn entry<'a>(
     pool: &'a NovaCompute,
     node: &str,
 ) -> Option<&'a nova_api::v1alpha1::NovaComputeNodeStatus> {
@@ -192,18 +192,18 @@ fn entry<'a>(
 }
 
 /// The ledger phase of `node`.
-fn phase(pool: &NovaCompute, node: &str) -> Option<NodePhase> {
+pub(crate) fn phase(pool: &NovaCompute, node: &str) -> Option<NodePhase> {
     entry(pool, node).map(|n| n.phase)
 }
 
 /// The (status, reason) of condition `type_` of the pool.
-fn status_reason(pool: &NovaCompute, type_: &str) -> Option<(String, String)> {
+pub(crate) fn status_reason(pool: &NovaCompute, type_: &str) -> Option<(String, String)> {
     condition_of(pool, type_).map(|(status, reason, _)| (status.to_owned(), reason.to_owned()))
 }
 
 /// The events recorded on pool `name`, oldest first, as (reason, occurrences): the recorder
 /// keeps one event per reason and counts repeats in its series.
-async fn pool_events(client: &Client, ns: &str, name: &str) -> Vec<(String, i32)> {
+pub(crate) async fn pool_events(client: &Client, ns: &str, name: &str) -> Vec<(String, i32)> {
     events_on(client, ns, name)
         .await
         .expect("events")
@@ -213,7 +213,7 @@ async fn pool_events(client: &Client, ns: &str, name: &str) -> Vec<(String, i32)
 }
 
 /// How often `reason` was recorded.
-fn times(events: &[(String, i32)], reason: &str) -> i32 {
+pub(crate) fn times(events: &[(String, i32)], reason: &str) -> i32 {
     events
         .iter()
         .filter(|(r, _)| r == reason)
@@ -222,7 +222,7 @@ fn times(events: &[(String, i32)], reason: &str) -> i32 {
 }
 
 /// Labels (or, with `None`, unlabels) `node` with `key`.
-async fn label_node(client: &Client, node: &str, key: &str, value: Option<&str>) {
+pub(crate) async fn label_node(client: &Client, node: &str, key: &str, value: Option<&str>) {
     let nodes: Api<Node> = Api::all(client.clone());
     nodes
         .patch(
@@ -254,7 +254,12 @@ fn images() -> (String, String) {
 }
 
 /// The names of the running pods of pool `pool` on `node`, and of the played pods for it.
-async fn pods_on(client: &Client, ns: &str, pool: &str, node: &str) -> (Vec<String>, Vec<String>) {
+pub(crate) async fn pods_on(
+    client: &Client,
+    ns: &str,
+    pool: &str,
+    node: &str,
+) -> (Vec<String>, Vec<String>) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let on_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
     let names = |listed: Vec<Pod>| -> Vec<String> {
@@ -276,7 +281,7 @@ async fn pods_on(client: &Client, ns: &str, pool: &str, node: &str) -> (Vec<Stri
 }
 
 /// The compute service Nova registers on `host`, as the pool's service user lists it.
-async fn service_of(
+pub(crate) async fn service_of(
     view: &os_client::Client,
     host: &str,
 ) -> Option<os_client::nova::ComputeService> {
@@ -296,58 +301,68 @@ fn services_passes(metrics: &Metrics) -> u64 {
 }
 
 /// What every scenario shares: one Nova, the test's views of it, the controller's metrics.
-struct Suite {
-    client: Client,
-    ns: String,
-    compute_image: String,
-    view: os_client::Client,
-    admin: Admin,
-    metrics: Metrics,
+pub(crate) struct Suite {
+    pub(crate) client: Client,
+    pub(crate) ns: String,
+    pub(crate) compute_image: String,
+    pub(crate) view: os_client::Client,
+    pub(crate) admin: Admin,
+    pub(crate) metrics: Metrics,
+}
+
+impl Suite {
+    /// A namespace named after `prefix` with the real Nova of these tests Ready, the simulated
+    /// OVN chassis, the in-process NovaCompute controller for its pools, and the test's views
+    /// of the Nova.
+    pub(crate) async fn start(prefix: &str) -> Self {
+        let setup = start(prefix).await;
+        let (os, client, ns) = (setup.os, setup.client.clone(), setup.ns.clone());
+        let (nova_image, compute_image) = images();
+        // Before any token reaches nova-api: it caches the catalog of a token it validated.
+        os.image_network_stub()
+            .await
+            .expect("the SIMULATED Glance and Neutron");
+        let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
+        let t = Instant::now();
+        novas
+            .create(&PostParams::default(), &pool_nova(&ns, &nova_image))
+            .await
+            .expect("create Nova");
+        wait_nova(&client, &ns, "Ready=True", |n| holds(n, "Ready", "True")).await;
+        eprintln!("the Nova is Ready after {:.0}s", t.elapsed().as_secs_f64());
+
+        simulated::ovn_chassis(&client, &ns, &nova_image, REAL_TIMEOUT)
+            .await
+            .expect("the simulated OVN chassis");
+        let routes = pool_routes(os, &client, &ns).await;
+        let view = nova_view(os, &ns, routes.clone());
+        let (metrics, _) = start_novacompute_for_pools_in(
+            client.clone(),
+            &ns,
+            Registry::default().route_services(routes),
+        )
+        .await;
+        let admin = Admin {
+            api: cluster_ip(&client, &ns, "nova", 8774).await,
+            token: os.admin_token().await.expect("an admin token"),
+        };
+        Self {
+            client,
+            ns,
+            compute_image,
+            view,
+            admin,
+            metrics,
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pools_on_the_real_node_run_real_nova_computes_and_never_strand_a_server() {
-    let _timed = nova_testkit::stack::timed();
-    let setup = start("pool-real").await;
-    let (os, client, ns) = (setup.os, setup.client.clone(), setup.ns.clone());
-    let (nova_image, compute_image) = images();
-    // Before any token reaches nova-api: it caches the catalog of a token it validated.
-    os.image_network_stub()
-        .await
-        .expect("the SIMULATED Glance and Neutron");
-    let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
-    let t = Instant::now();
-    novas
-        .create(&PostParams::default(), &pool_nova(&ns, &nova_image))
-        .await
-        .expect("create Nova");
-    wait_nova(&client, &ns, "Ready=True", |n| holds(n, "Ready", "True")).await;
-    eprintln!("the Nova is Ready after {:.0}s", t.elapsed().as_secs_f64());
-
-    simulated::ovn_chassis(&client, &ns, &nova_image, REAL_TIMEOUT)
-        .await
-        .expect("the simulated OVN chassis");
-    let routes = pool_routes(os, &client, &ns).await;
-    let view = nova_view(os, &ns, routes.clone());
-    let (metrics, _) = start_novacompute_for_pools_in(
-        client.clone(),
-        &ns,
-        Registry::default().route_services(routes),
-    )
-    .await;
-    let admin = Admin {
-        api: cluster_ip(&client, &ns, "nova", 8774).await,
-        token: os.admin_token().await.expect("an admin token"),
-    };
-    let sampler = Sampler::start(client.clone(), &ns, admin.clone());
-    let suite = Suite {
-        client: client.clone(),
-        ns: ns.clone(),
-        compute_image,
-        view,
-        admin,
-        metrics,
-    };
+    let _timed = nova_testkit::stack::timed().await;
+    let suite = Suite::start("pool-real").await;
+    let (client, ns) = (suite.client.clone(), suite.ns.clone());
+    let sampler = Sampler::start(client.clone(), &ns, suite.admin.clone());
 
     let t = Instant::now();
     a_pool_on_the_real_node_goes_active_and_is_torn_down(&suite).await;
@@ -397,9 +412,11 @@ async fn pools_on_the_real_node_run_real_nova_computes_and_never_strand_a_server
     finish(&client, &ns).await;
 }
 
-/// Scenario 1: the real node's pool.
-async fn a_pool_on_the_real_node_goes_active_and_is_torn_down(s: &Suite) {
-    let (client, ns, view) = (&s.client, s.ns.as_str(), &s.view);
+/// Labels the real node into a zone of the namespace's own and into the pool [`REAL_POOL`],
+/// creates the pool and waits until the node is `Active` and the pool Ready; returns the pool
+/// and the zone.
+pub(crate) async fn real_node_pool_ready(s: &Suite) -> (NovaCompute, String) {
+    let (client, ns) = (&s.client, s.ns.as_str());
     let zone = format!("zone-{ns}");
     label_node(
         client,
@@ -435,6 +452,13 @@ async fn a_pool_on_the_real_node_goes_active_and_is_torn_down(s: &Suite) {
         })
         .await
     };
+    (pool, zone)
+}
+
+/// Scenario 1: the real node's pool.
+async fn a_pool_on_the_real_node_goes_active_and_is_torn_down(s: &Suite) {
+    let (client, ns, view) = (&s.client, s.ns.as_str(), &s.view);
+    let (pool, zone) = real_node_pool_ready(s).await;
     let status = pool.status.as_ref().expect("status");
     assert_eq!(
         status.installed_image.as_deref(),
@@ -684,17 +708,7 @@ async fn a_relabelled_node_with_servers_drains_and_is_released(s: &Suite) {
     assert_eq!(view.count_servers(DRAINED).await.expect("count"), 2);
 
     label_node(client, DRAINED, POOL_LABEL, None).await;
-    let pool = wait_real_pool(
-        client,
-        ns,
-        ZONED_POOL,
-        "the node Draining with its servers",
-        |p| {
-            entry(p, DRAINED)
-                .is_some_and(|e| e.phase == NodePhase::Draining && e.instances == Some(2))
-        },
-    )
-    .await;
+    let pool = wait_draining(s, ZONED_POOL, DRAINED, 2).await;
     assert_eq!(
         status_reason(&pool, "ServicesReady"),
         Some(("True".into(), "Draining".into()))
@@ -710,19 +724,11 @@ async fn a_relabelled_node_with_servers_drains_and_is_released(s: &Suite) {
     // Held over the passes that follow (the sampler watches in between): still Draining with
     // both servers counted, its pod and played pod in place, the service disabled once.
     let seen = services_passes(&s.metrics);
-    let pools: Api<NovaCompute> = Api::namespaced(client.clone(), ns);
     Wait::new("two further Services passes", REAL_TIMEOUT)
         .until(|| async { services_passes(&s.metrics) >= seen + 2 })
         .await
         .expect("the passes");
-    let pool = pools.get(ZONED_POOL).await.expect("pool");
-    let e = entry(&pool, DRAINED).expect("the drained entry");
-    assert_eq!(
-        (e.phase, e.instances),
-        (NodePhase::Draining, Some(2)),
-        "{e:?}"
-    );
-    let (of_pool, played) = pods_on(client, ns, ZONED_POOL, DRAINED).await;
+    let (of_pool, played) = still_draining(s, ZONED_POOL, DRAINED, 2).await;
     assert_eq!((of_pool.len(), played), (1, vec![played_name(DRAINED)]));
     let events = pool_events(client, ns, ZONED_POOL).await;
     assert_eq!(times(&events, "ComputeServiceDisabled"), 1, "{events:?}");
@@ -730,44 +736,7 @@ async fn a_relabelled_node_with_servers_drains_and_is_released(s: &Suite) {
     // Without servers the node is released: Releasing, its pod goes, then its service (the
     // sampler fails the test if the service went first).
     s.admin.delete_servers(&servers, REAL_TIMEOUT).await;
-    // Every phase the entry passes through, recorded while waiting for it to go.
-    let seen_phases = std::sync::Mutex::new(Vec::new());
-    let released = about_pool(
-        &pools,
-        ZONED_POOL,
-        format!("{DRAINED} released"),
-        REAL_TIMEOUT,
-    )
-    .until(|| async {
-        let pool = pools.get(ZONED_POOL).await?;
-        let now = phase(&pool, DRAINED);
-        let mut phases = seen_phases.lock().expect("phases");
-        if phases.last() != Some(&now) {
-            phases.push(now);
-        }
-        Ok::<_, anyhow::Error>(now.is_none().then_some(()))
-    })
-    .await;
-    let phases = seen_phases.into_inner().expect("phases");
-    if let Err(timeout) = released {
-        dump_pool(client, ns, ZONED_POOL).await;
-        panic!("{timeout}; phases: {phases:?}");
-    }
-    assert!(phases.contains(&Some(NodePhase::Releasing)), "{phases:?}");
-    let events = pool_events(client, ns, ZONED_POOL).await;
-    assert_eq!(times(&events, "ComputeServiceDisabled"), 1, "{events:?}");
-    assert_eq!(times(&events, "ComputeServiceDeleted"), 1, "{events:?}");
-    assert!(
-        !view
-            .compute_services()
-            .await
-            .expect("services")
-            .iter()
-            .any(|s| s.host == DRAINED),
-        "the released node's service is deleted"
-    );
-    let (of_pool, _) = pods_on(client, ns, ZONED_POOL, DRAINED).await;
-    assert!(of_pool.is_empty(), "{of_pool:?}");
+    released_once(s, ZONED_POOL, DRAINED).await;
     // Nova dropped the host from its aggregates with the service.
     assert_aggregate_hosts(
         s,
@@ -780,19 +749,93 @@ async fn a_relabelled_node_with_servers_drains_and_is_released(s: &Suite) {
     .await;
 }
 
-/// Waits until `node` is Draining with `servers` counted on the zoned pool.
-async fn wait_draining(s: &Suite, node: &str, servers: i32) {
+/// Waits until pool `name` released `node` (its entry gone), recording every phase the entry
+/// passes through and how long after the call it was first seen; dumps and fails with them
+/// after [`REAL_TIMEOUT`].
+pub(crate) async fn phases_until_released(
+    s: &Suite,
+    name: &str,
+    node: &str,
+) -> Vec<(Option<NodePhase>, f64)> {
+    let pools: Api<NovaCompute> = Api::namespaced(s.client.clone(), &s.ns);
+    let since = Instant::now();
+    let seen_phases = std::sync::Mutex::new(Vec::new());
+    let released = about_pool(&pools, name, format!("{node} released"), REAL_TIMEOUT)
+        .until(|| async {
+            let pool = pools.get(name).await?;
+            let now = phase(&pool, node);
+            let mut phases = seen_phases.lock().expect("phases");
+            if phases.last().map(|(p, _)| p) != Some(&now) {
+                phases.push((now, since.elapsed().as_secs_f64()));
+            }
+            Ok::<_, anyhow::Error>(now.is_none().then_some(()))
+        })
+        .await;
+    let phases = seen_phases.into_inner().expect("phases");
+    if let Err(timeout) = released {
+        dump_pool(&s.client, &s.ns, name).await;
+        panic!("{timeout}; phases: {phases:?}");
+    }
+    phases
+}
+
+/// Waits until pool `name` released `node` and checks it went through `Releasing`, its pod is
+/// gone and its compute service deleted, disabled and deleted once (by the pool's events);
+/// returns the phases it went through, each with when it was first seen.
+pub(crate) async fn released_once(
+    s: &Suite,
+    name: &str,
+    node: &str,
+) -> Vec<(Option<NodePhase>, f64)> {
+    let phases = phases_until_released(s, name, node).await;
+    assert!(
+        phases.iter().any(|(p, _)| *p == Some(NodePhase::Releasing)),
+        "{phases:?}"
+    );
+    let events = pool_events(&s.client, &s.ns, name).await;
+    assert_eq!(times(&events, "ComputeServiceDisabled"), 1, "{events:?}");
+    assert_eq!(times(&events, "ComputeServiceDeleted"), 1, "{events:?}");
+    assert!(
+        service_of(&s.view, node).await.is_none(),
+        "the released node's service is deleted"
+    );
+    let (of_pool, _) = pods_on(&s.client, &s.ns, name, node).await;
+    assert!(of_pool.is_empty(), "{of_pool:?}");
+    phases
+}
+
+/// Checks that `node` is still Draining with `servers` counted on pool `name`; returns the
+/// names of its running pods of the pool and of its played pods.
+pub(crate) async fn still_draining(
+    s: &Suite,
+    name: &str,
+    node: &str,
+    servers: i32,
+) -> (Vec<String>, Vec<String>) {
+    let pools: Api<NovaCompute> = Api::namespaced(s.client.clone(), &s.ns);
+    let pool = pools.get(name).await.expect("pool");
+    let e = entry(&pool, node).expect("the draining entry");
+    assert_eq!(
+        (e.phase, e.instances),
+        (NodePhase::Draining, Some(servers)),
+        "{e:?}"
+    );
+    pods_on(&s.client, &s.ns, name, node).await
+}
+
+/// Waits until `node` is Draining with `servers` counted on pool `name`; returns the pool.
+pub(crate) async fn wait_draining(s: &Suite, name: &str, node: &str, servers: i32) -> NovaCompute {
     wait_real_pool(
         &s.client,
         &s.ns,
-        ZONED_POOL,
+        name,
         &format!("{node} Draining with {servers} servers"),
         |p| {
             entry(p, node)
                 .is_some_and(|e| e.phase == NodePhase::Draining && e.instances == Some(servers))
         },
     )
-    .await;
+    .await
 }
 
 /// Waits until `node` is back `Active` on the zoned pool and ServicesReady says its service
@@ -844,7 +887,7 @@ async fn a_node_with_a_server_flaps_and_returns_with_its_service_disabled(s: &Su
     // Out of the pool and, as soon as the pool drained it, back in.
     label_node(client, node, POOL_LABEL, None).await;
     let out = Instant::now();
-    wait_draining(s, node, 1).await;
+    wait_draining(s, ZONED_POOL, node, 1).await;
     label_node(client, node, POOL_LABEL, Some(&selector)).await;
     eprintln!(
         "{node} was out of the pool for {:.1}s",
@@ -863,7 +906,7 @@ async fn a_node_with_a_server_flaps_and_returns_with_its_service_disabled(s: &Su
         .for_deletion(&nodes, node)
         .await
         .expect("the Node is deleted");
-    wait_draining(s, node, 1).await;
+    wait_draining(s, ZONED_POOL, node, 1).await;
     create_tainted_zoned_node(&nodes, node, &selector, zone).await;
     eprintln!(
         "the Node {node} was gone for {:.1}s",

@@ -515,7 +515,7 @@ async fn walk_once(
 
 #[tokio::test]
 async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> {
-    let _timed = nova_testkit::stack::timed();
+    let _timed = nova_testkit::stack::timed().await;
     let (cp, os, kube, ns) = start("osclient", RELEASE).await?;
 
     // A wrong password: Keystone's 401, naming neither the password nor a token.

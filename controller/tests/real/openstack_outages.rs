@@ -316,7 +316,7 @@ async fn drill(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mariadb_rabbitmq_and_nova_api_outages_mid_reconcile_recover_without_loss() {
-    let _timed = nova_testkit::stack::timed();
+    let _timed = nova_testkit::stack::timed().await;
     let setup = start("outages").await;
     let (client, ns) = (setup.client.clone(), setup.ns.clone());
     own_mariadb_service(&client, setup.os, &ns).await;

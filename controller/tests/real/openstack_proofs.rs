@@ -23,7 +23,7 @@ const RELEASE: &str = "2026.1";
 
 #[tokio::test]
 async fn nova_runs_for_real_from_hand_written_templates() -> Result<()> {
-    let _timed = nova_testkit::stack::timed();
+    let _timed = nova_testkit::stack::timed().await;
     let cp = shared_real_node().await?;
     let t0 = Instant::now();
     let os = openstack::shared(cp, RELEASE).await?;
@@ -129,7 +129,7 @@ async fn nova_runs_for_real_from_hand_written_templates() -> Result<()> {
 /// namespace, which its default-user Secret logs in to, and a SecretStore is reported Ready.
 #[tokio::test]
 async fn the_simulated_operators_have_real_effects() -> Result<()> {
-    let _timed = nova_testkit::stack::timed();
+    let _timed = nova_testkit::stack::timed().await;
     let (cp, os) = nova_testkit::stack::openstack().await;
     let client = cp.client()?;
     let ns = cp.namespace("simulated").await?;

@@ -21,7 +21,6 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, ResourceExt};
-use nova_api::names::NovaNames;
 use nova_api::v1alpha1::Nova;
 use nova_test_harness::images::{nova_image, pinned};
 use nova_test_harness::node;
@@ -50,18 +49,6 @@ impl Drop for Faults {
         node::resume(&self.frozen);
         let _ = node::restore_links();
     }
-}
-
-/// The number of tables in the Nova's schemas and of its cell mappings, as `t,c`.
-async fn schemas(client: &Client, ns: &str, job: &str) -> String {
-    let api = format!("nova_api_{}", ns.replace('-', "_"));
-    let cell = cell_schema(ns);
-    let cell0 = NovaNames::cell0_schema(&cell);
-    let sql = format!(
-        "SELECT CONCAT((SELECT COUNT(*) FROM information_schema.tables WHERE table_schema \
-         IN ('{api}', '{cell}', '{cell0}')), ',', (SELECT COUNT(*) FROM {api}.cell_mappings))"
-    );
-    query(client, ns, job, &sql).await.trim().to_owned()
 }
 
 /// Waits until the db-sync Job that is not `old` has failed, returning its failure reason and
@@ -108,7 +95,7 @@ async fn db_sync_fails(
 /// change replaces, and the schemas' tables and cell mappings unchanged.
 #[tokio::test(flavor = "multi_thread")]
 async fn black_holed_mariadb_fails_db_sync_by_its_deadline_and_a_frozen_broker_recovers() {
-    let _timed = nova_testkit::stack::timed();
+    let _timed = nova_testkit::stack::timed().await;
     let setup = start("stalls").await;
     let (client, ns) = (setup.client.clone(), setup.ns.clone());
     own_mariadb_service(&client, setup.os, &ns).await;

@@ -94,7 +94,7 @@ async fn ended(pods: &Api<Pod>, name: &str) -> bool {
 
 #[tokio::test]
 async fn the_webhook_stays_up_under_an_exhaustion_flood_from_the_cluster() {
-    let _timed = nova_testkit::stack::timed();
+    let _timed = nova_testkit::stack::timed().await;
     let (cp, client, home, chart) = on_the_real_node().await;
     let ns = cp.namespace("nova-flood").await.expect("namespace");
     helm_ok(

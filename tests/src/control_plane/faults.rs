@@ -50,6 +50,17 @@ impl ControlPlane {
         Ok(started.elapsed())
     }
 
+    /// Freezes the API server like [`pause_apiserver`](Self::pause_apiserver) and returns a
+    /// guard that thaws it (SIGCONT) when dropped, so a drill that fails midway leaves a
+    /// running API server to the tests after it.
+    pub fn freeze_apiserver(&self) -> Result<FrozenApiServer<'_>> {
+        self.pause_apiserver()?;
+        Ok(FrozenApiServer {
+            cp: self,
+            thawed: false,
+        })
+    }
+
     /// Freezes etcd (SIGSTOP): the API server's storage calls hang until
     /// [`resume_etcd`](Self::resume_etcd), as with a stalled disk or a paused VM.
     pub fn pause_etcd(&self) -> Result<()> {
@@ -119,5 +130,30 @@ impl ControlPlane {
             *c = process::spawn(c.spec.clone()).map_err(io_err(format!("starting {name}")))?;
             Ok(())
         })
+    }
+}
+
+/// An API server frozen by [`ControlPlane::freeze_apiserver`]: thawed by
+/// [`thaw`](Self::thaw), or by SIGCONT when dropped on any other path.
+pub struct FrozenApiServer<'a> {
+    cp: &'a ControlPlane,
+    thawed: bool,
+}
+
+impl FrozenApiServer<'_> {
+    /// Thaws the API server (SIGCONT) and waits until it is ready; returns how long that took.
+    pub async fn thaw(mut self, timeout: Duration) -> Result<Duration> {
+        // SIGCONT goes first in `resume_apiserver`: once it is called, the guard has nothing
+        // left to undo.
+        self.thawed = true;
+        self.cp.resume_apiserver(timeout).await
+    }
+}
+
+impl Drop for FrozenApiServer<'_> {
+    fn drop(&mut self) {
+        if !self.thawed {
+            let _ = self.cp.signal_component(APISERVER, libc::SIGCONT);
+        }
     }
 }

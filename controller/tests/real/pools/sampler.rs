@@ -9,6 +9,10 @@
 //! the same server on the host before and after. A host whose Node object was deleted is
 //! excused from the pod check from then until a pod of a pool runs there again: no pod can run
 //! on a Node that is not there, and the pool's term must bring it back once the Node is.
+//!
+//! [`Sampler::openstack_only`] reads the real Nova alone (no Node, no pod), for a drill that
+//! freezes the Kubernetes API server: it checks that no compute service is deleted while its
+//! host carries servers.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -47,12 +51,23 @@ impl Drop for Sampler {
 
 impl Sampler {
     pub fn start(client: Client, ns: &str, admin: Admin) -> Self {
+        Self::sampling(Some((client, ns.to_owned())), admin)
+    }
+
+    /// Samples the real Nova alone, through its compute API: its servers per host and its
+    /// compute services, never the Kubernetes API.
+    pub fn openstack_only(admin: Admin) -> Self {
+        Self::sampling(None, admin)
+    }
+
+    fn sampling(kube: Option<(Client, String)>, admin: Admin) -> Self {
         let tally = Arc::new(Mutex::new(Tally::default()));
-        let (shared, ns) = (tally.clone(), ns.to_owned());
+        let shared = tally.clone();
         let task = tokio::spawn(async move {
             let mut seen = Seen::default();
             loop {
-                sample(&client, &ns, &admin, &shared, &mut seen).await;
+                let kube = kube.as_ref().map(|(client, ns)| (client, ns.as_str()));
+                sample(kube, &admin, &shared, &mut seen).await;
                 // The sampler's tick (it samples until dropped), not a wait for state.
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
@@ -127,16 +142,35 @@ async fn node_names(client: &Client) -> Result<BTreeSet<String>, kube::Error> {
         .collect())
 }
 
-async fn sample(client: &Client, ns: &str, admin: &Admin, tally: &Mutex<Tally>, seen: &mut Seen) {
+/// The Nodes and the nodes with pool pods and played pods, as a sample reads them.
+type Cluster = (BTreeSet<String>, (BTreeSet<String>, BTreeSet<String>));
+
+/// Reads the Nodes and the pods per node of `ns`, for a sample.
+async fn cluster(client: &Client, ns: &str) -> Result<Cluster, String> {
+    let nodes = node_names(client).await.map_err(|e| e.to_string())?;
+    let pods = pods_per_node(client, ns).await.map_err(|e| e.to_string())?;
+    Ok((nodes, pods))
+}
+
+/// One sample: the real Nova's servers per host and services, and (with `kube`) the Nodes and
+/// the pods of the namespace.
+async fn sample(
+    kube: Option<(&Client, &str)>,
+    admin: &Admin,
+    tally: &Mutex<Tally>,
+    seen: &mut Seen,
+) {
     let read = async {
         let servers = admin.servers_by_host().await?;
-        let nodes = node_names(client).await.map_err(|e| e.to_string())?;
         let services = admin.service_hosts().await?;
-        let pods = pods_per_node(client, ns).await.map_err(|e| e.to_string())?;
+        let cluster = match kube {
+            Some((client, ns)) => Some(cluster(client, ns).await?),
+            None => None,
+        };
         let again = admin.servers_by_host().await?;
-        Ok::<_, String>((servers, nodes, services, pods, again))
+        Ok::<_, String>((servers, cluster, services, again))
     };
-    let (servers, nodes, services, (pool, played), again) = match read.await {
+    let (servers, cluster, services, again) = match read.await {
         Ok(read) => read,
         Err(e) => {
             eprintln!("invariant sampler: a sample failed: {e}");
@@ -148,17 +182,19 @@ async fn sample(client: &Client, ns: &str, admin: &Admin, tally: &Mutex<Tally>, 
     let none = BTreeSet::new();
     for (host, ids) in &servers {
         let kept: BTreeSet<&String> = ids.intersection(again.get(host).unwrap_or(&none)).collect();
-        let has_pod = pool.contains(host) && (host == NODE_NAME || played.contains(host));
-        if !nodes.contains(host) {
-            seen.nodes_lost.insert(host.clone());
-        } else if has_pod {
-            seen.nodes_lost.remove(host);
-        }
-        if !kept.is_empty() && !has_pod && !seen.nodes_lost.contains(host) {
-            violations.push(format!(
-                "host {host} carries servers {kept:?} but runs no nova-compute pod of a pool \
-                 (pool pods on {pool:?}, played pods for {played:?})"
-            ));
+        if let Some((nodes, (pool, played))) = &cluster {
+            let has_pod = pool.contains(host) && (host == NODE_NAME || played.contains(host));
+            if !nodes.contains(host) {
+                seen.nodes_lost.insert(host.clone());
+            } else if has_pod {
+                seen.nodes_lost.remove(host);
+            }
+            if !kept.is_empty() && !has_pod && !seen.nodes_lost.contains(host) {
+                violations.push(format!(
+                    "host {host} carries servers {kept:?} but runs no nova-compute pod of a \
+                     pool (pool pods on {pool:?}, played pods for {played:?})"
+                ));
+            }
         }
         if !kept.is_empty() && seen.services.contains(host) && !services.contains(host) {
             violations.push(format!(
@@ -168,7 +204,10 @@ async fn sample(client: &Client, ns: &str, admin: &Admin, tally: &Mutex<Tally>, 
     }
     let deleted: Vec<String> = seen.services.difference(&services).cloned().collect();
     for host in deleted {
-        if pool.contains(&host) {
+        if cluster
+            .as_ref()
+            .is_some_and(|(_, (pool, _))| pool.contains(&host))
+        {
             violations.push(format!(
                 "the compute service of {host} was deleted while a pool pod still runs there"
             ));
