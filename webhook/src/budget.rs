@@ -70,12 +70,6 @@ pub fn json_units(body: &[u8]) -> usize {
     units
 }
 
-/// What decoding `body` can cost by its structure: its [`json_units`] times
-/// [`MEMORY_PER_JSON_UNIT`].
-pub fn structure_charge(body: &[u8]) -> usize {
-    json_units(body).saturating_mul(MEMORY_PER_JSON_UNIT)
-}
-
 /// The body length a review is charged for, before its body is read: its declared length
 /// (`Content-Length`, over HTTP/1 and HTTP/2 alike), or the whole cap when it declares none (a
 /// chunked or unsized body may be anything up to the cap). The body is read into a buffer of
@@ -264,7 +258,6 @@ mod tests {
         assert_eq!(json_units(br#"{"a":[{},{},{}]}"#), 7);
         assert_eq!(json_units(br#"{"a":"{[,]}","b":"\",{"}"#), 2);
         assert_eq!(json_units(br#"["\\",{}]"#), 3);
-        assert_eq!(structure_charge(b"[{},{}]"), 4 * MEMORY_PER_JSON_UNIT);
     }
 
     #[test]

@@ -304,7 +304,8 @@ async fn admit<R: Resolver + Send + Sync + 'static>(
         };
     // A body of many tiny values costs more to decode than its length says: the share is
     // topped up to what its structure can cost, before anything is decoded.
-    let structure = budget::structure_charge(&body);
+    let units = budget::json_units(&body);
+    let structure = units.saturating_mul(budget::MEMORY_PER_JSON_UNIT);
     let _more = if structure > memory {
         if structure > limits.review_budget_bytes {
             return refuse(
@@ -312,7 +313,7 @@ async fn admit<R: Resolver + Send + Sync + 'static>(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!(
                     "the request body holds {} JSON values, more than the webhook decodes at once ({})",
-                    budget::json_units(&body),
+                    units,
                     limits.review_budget_bytes / budget::MEMORY_PER_JSON_UNIT
                 ),
             );
