@@ -79,7 +79,7 @@ async fn a_frozen_management_api_server_during_a_drain_deletes_no_service_hostin
             service.id
         };
     let id = disabled("draining", service_of(&s.view, NODE_NAME).await);
-    sampler.assert_held("the drain before the freeze");
+    sampler.assert_held("the drain before the freeze").await;
 
     let frozen = cp.freeze_apiserver().expect("SIGSTOP the API server");
     let frozen_at = Instant::now();
@@ -97,7 +97,7 @@ async fn a_frozen_management_api_server_during_a_drain_deletes_no_service_hostin
         frozen_at.elapsed().as_secs_f64(),
         ready_after.as_secs_f64()
     );
-    let frozen_samples = sampler.assert_held("the freeze");
+    let frozen_samples = sampler.assert_held("the freeze").await;
     assert!(
         frozen_samples >= FROZEN_SAMPLES,
         "{frozen_samples} samples saw the server during the freeze, {FROZEN_SAMPLES} wanted"
@@ -126,7 +126,7 @@ async fn a_frozen_management_api_server_during_a_drain_deletes_no_service_hostin
         "after SIGCONT: the server gone at {servers_gone:.1}s, the controller acted at \
          {acted:?} (phase, seconds), the node released at {released:.1}s; phases {phases:?}"
     );
-    sampler.assert_held("the release after the freeze");
+    sampler.assert_held("the release after the freeze").await;
     drop(sampler);
 
     delete_pool(&client, &ns, REAL_POOL).await;

@@ -366,7 +366,7 @@ async fn pools_on_the_real_node_run_real_nova_computes_and_never_strand_a_server
 
     let t = Instant::now();
     a_pool_on_the_real_node_goes_active_and_is_torn_down(&suite).await;
-    sampler.assert_held("the real node's pool");
+    sampler.assert_held("the real node's pool").await;
     eprintln!(
         "scenario 1 (the real node's pool) took {:.0}s",
         t.elapsed().as_secs_f64()
@@ -374,7 +374,7 @@ async fn pools_on_the_real_node_run_real_nova_computes_and_never_strand_a_server
 
     let t = Instant::now();
     let player = zoned_kwok_nodes_go_active_with_one_aggregate_per_zone(&suite).await;
-    sampler.assert_held("the zoned pool comes up");
+    sampler.assert_held("the zoned pool comes up").await;
     eprintln!(
         "scenario 2 (zoned kwok nodes, played) took {:.0}s",
         t.elapsed().as_secs_f64()
@@ -382,7 +382,7 @@ async fn pools_on_the_real_node_run_real_nova_computes_and_never_strand_a_server
 
     let t = Instant::now();
     a_relabelled_node_with_servers_drains_and_is_released(&suite).await;
-    let with_servers = sampler.assert_held("the drain with servers");
+    let with_servers = sampler.assert_held("the drain with servers").await;
     assert!(
         with_servers > 0,
         "the sampler saw the servers on their host"
@@ -394,7 +394,9 @@ async fn pools_on_the_real_node_run_real_nova_computes_and_never_strand_a_server
 
     let t = Instant::now();
     a_node_with_a_server_flaps_and_returns_with_its_service_disabled(&suite).await;
-    let with_servers = sampler.assert_held("the flap and the re-created Node");
+    let with_servers = sampler
+        .assert_held("the flap and the re-created Node")
+        .await;
     assert!(with_servers > 0, "the sampler saw the server on its host");
     eprintln!(
         "scenario 4 (flap and re-created Node with a server) took {:.0}s",
@@ -403,7 +405,7 @@ async fn pools_on_the_real_node_run_real_nova_computes_and_never_strand_a_server
 
     let t = Instant::now();
     the_zoned_pool_is_torn_down(&suite, player).await;
-    sampler.assert_held("the zoned pool's teardown");
+    sampler.assert_held("the zoned pool's teardown").await;
     eprintln!(
         "scenario 5 (zoned teardown) took {:.0}s",
         t.elapsed().as_secs_f64()

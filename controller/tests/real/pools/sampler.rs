@@ -10,6 +10,10 @@
 //! excused from the pod check from then until a pod of a pool runs there again: no pod can run
 //! on a Node that is not there, and the pool's term must bring it back once the Node is.
 //!
+//! A check covers its scenario up to the moment it is made: [`Sampler::assert_held`] waits
+//! (bounded) for a sample begun after the call to finish, so a scenario shorter than one
+//! sample (three compute API reads, seconds under load) is still sampled at its end.
+//!
 //! [`Sampler::openstack_only`] reads the real Nova alone (no Node, no pod), for a drill that
 //! freezes the Kubernetes API server: it checks that no compute service is deleted while its
 //! host carries servers.
@@ -17,6 +21,8 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::sync::watch;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams};
@@ -38,8 +44,20 @@ struct Tally {
     violations: Vec<String>,
 }
 
+/// How many samples have begun and finished (answered or not).
+#[derive(Debug, Default, Clone, Copy)]
+struct Progress {
+    begun: u64,
+    finished: u64,
+}
+
+/// The bound on a check's wait for a sample begun after it: a sample is three compute API
+/// reads (and, with the Kubernetes side, three list calls), each bounded by its client.
+const SAMPLE_TIMEOUT: Duration = Duration::from_secs(120);
+
 pub struct Sampler {
     tally: Arc<Mutex<Tally>>,
+    progress: watch::Receiver<Progress>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -63,21 +81,40 @@ impl Sampler {
     fn sampling(kube: Option<(Client, String)>, admin: Admin) -> Self {
         let tally = Arc::new(Mutex::new(Tally::default()));
         let shared = tally.clone();
+        let (progress, watching) = watch::channel(Progress::default());
         let task = tokio::spawn(async move {
             let mut seen = Seen::default();
             loop {
                 let kube = kube.as_ref().map(|(client, ns)| (client, ns.as_str()));
+                progress.send_modify(|p| p.begun += 1);
                 sample(kube, &admin, &shared, &mut seen).await;
+                progress.send_modify(|p| p.finished += 1);
                 // The sampler's tick (it samples until dropped), not a wait for state.
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
         });
-        Self { tally, task }
+        Self {
+            tally,
+            progress: watching,
+            task,
+        }
     }
 
     /// Fails the scenario if the invariant broke during it (or the sampler never sampled);
-    /// returns how many samples saw servers, then starts counting afresh for the next.
-    pub fn assert_held(&self, scenario: &str) -> u64 {
+    /// returns how many samples saw servers, then starts counting afresh for the next. It
+    /// first waits for a sample begun after the call, so the scenario's end is in the tally.
+    pub async fn assert_held(&self, scenario: &str) -> u64 {
+        let mut progress = self.progress.clone();
+        let after = progress.borrow().begun + 1;
+        let finished =
+            tokio::time::timeout(SAMPLE_TIMEOUT, progress.wait_for(|p| p.finished >= after)).await;
+        assert!(
+            matches!(finished, Ok(Ok(_))),
+            "{scenario}: no sample begun after the check finished within {SAMPLE_TIMEOUT:?} \
+             (progress {:?}, tally {:?})",
+            *self.progress.borrow(),
+            self.tally.lock().expect("tally")
+        );
         let tally = std::mem::take(&mut *self.tally.lock().expect("tally"));
         eprintln!(
             "invariant sampler, {scenario}: {} samples ({} with servers, {} unanswered)",
