@@ -2,6 +2,7 @@
 
 pub mod bounded;
 pub mod clusters;
+pub mod crd_currency;
 pub mod leadership;
 pub mod metrics;
 pub mod nova;

@@ -55,6 +55,9 @@ pub struct Metrics {
     /// `nova_operator_nova_ready{nova,namespace}`: 1 while the Nova's Ready condition is True,
     /// as its last pass computed it (what "a Nova not Ready for 15 minutes" alerts on).
     pub nova_ready: IntGaugeVec,
+    /// `nova_operator_crd_schema_current{crd}`: 1 when the served CRD carries this release's
+    /// schema digest, 0 when it lags behind (`crd_currency`); unset when it cannot be read.
+    pub crd_schema_current: IntGaugeVec,
     /// The passes in flight, read at every scrape into the three gauges below.
     pub progress: Progress,
     /// `nova_operator_passes_in_flight`.
@@ -189,6 +192,14 @@ impl Metrics {
             &["nova", "namespace"],
         )?;
         registry.register(Box::new(nova_ready.clone()))?;
+        let crd_schema_current = IntGaugeVec::new(
+            Opts::new(
+                "nova_operator_crd_schema_current",
+                "1 when the served CRD carries the schema digest of this controller's release, 0 when it lags behind (fields this release added are dropped).",
+            ),
+            &["crd"],
+        )?;
+        registry.register(Box::new(crd_schema_current.clone()))?;
         let passes_in_flight = IntGauge::new(
             "nova_operator_passes_in_flight",
             "Reconcile passes running now, of both kinds.",
@@ -223,6 +234,7 @@ impl Metrics {
             db_sync,
             db_archive,
             nova_ready,
+            crd_schema_current,
             progress: Progress::default(),
             passes_in_flight,
             oldest_pass,

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
+use nova_api::v1alpha1::{Nova, NovaCompute};
 use nova_controller::clusters::{KubeCluster, Registry, availability};
+use nova_controller::crd_currency::{self, Notice};
 use nova_controller::metrics::Metrics;
 use nova_controller::pipeline::runner::Options;
 use nova_controller::{nova, novacompute};
@@ -66,7 +68,7 @@ pub async fn start_controller_everywhere(client: Client, probe: std::net::Socket
     let registry = Registry::default()
         .register(nova::controller::kinds())
         .probe_services_at(Some(probe));
-    start_on(
+    start_on::<Nova, _, _>(
         client,
         Scope::everywhere(),
         registry,
@@ -86,7 +88,7 @@ pub async fn start_controller_placing(
     let registry = Registry::default()
         .register(nova::controller::kinds())
         .probe_services_at(Some(probe));
-    start_on(
+    start_on::<Nova, _, _>(
         client,
         Scope::within(ns),
         registry,
@@ -133,7 +135,7 @@ impl Scope {
 /// Starts a controller (`run`) in-process on a handle over `registry` watching `scope` (and
 /// the target clusters `targets`), once the handle's caches synced; returns the controller's
 /// metrics.
-async fn start_on<F, Run>(
+async fn start_on<K, F, Run>(
     client: Client,
     scope: Scope,
     registry: Registry,
@@ -141,11 +143,14 @@ async fn start_on<F, Run>(
     run: F,
 ) -> Metrics
 where
+    K: kube::Resource<DynamicType = ()>,
     F: FnOnce(Client, Metrics, Arc<KubeCluster>, Options) -> Run,
     Run: Future<Output = ()> + Send + 'static,
 {
     logs::capture();
     let metrics = Metrics::new().expect("metrics");
+    let crds = crd_currency::check(&client).await;
+    crd_currency::report(&metrics, &crds);
     if let Some(targets) = &targets {
         availability::register(&metrics.registry, targets).expect("target-cluster metrics");
     }
@@ -157,6 +162,7 @@ where
         instance: None,
         targets,
         pass_deadline: nova_controller::pipeline::deadline::PASS_DEADLINE,
+        crd: Arc::new(Notice::of::<K>(&crds)),
     };
     tokio::spawn(run(client, metrics.clone(), cluster, options));
     metrics
@@ -200,7 +206,7 @@ async fn start_novacompute_on(
     let registry = registry
         .register(nova::controller::kinds())
         .register(novacompute::controller::kinds());
-    start_on(client, scope, registry, targets, |c, m, cluster, o| {
+    start_on::<NovaCompute, _, _>(client, scope, registry, targets, |c, m, cluster, o| {
         novacompute::controller::run(c, m, cluster, o, futures::future::pending())
     })
     .await

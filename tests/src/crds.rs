@@ -14,10 +14,14 @@ use crate::{Error, Result, io_err, kube_err};
 /// (`<repo>/crds`) and the committed third-party CRDs (`tests/crds/third-party`).
 pub fn default_crd_dirs() -> Vec<PathBuf> {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    vec![
-        here.join("..").join("crds"),
-        here.join("crds").join("third-party"),
-    ]
+    vec![here.join("..").join("crds"), third_party_dir()]
+}
+
+/// The CRDs of the operators Nova talks to (`tests/crds/third-party`), without the project's.
+pub fn third_party_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crds")
+        .join("third-party")
 }
 
 /// Every `*.yaml`/`*.yml` file directly in `dirs`, sorted per directory. Missing directories

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::{Error, Result};
+use crate::{Error, Result, io_err};
 
 /// The helm version `tests/build-helm.sh` builds (`HELM_VERSION` in `tests/versions.env`).
 pub const HELM_VERSION: &str = "v4.3.2";
@@ -38,6 +38,47 @@ pub fn binary() -> Result<PathBuf> {
 /// The chart's directory in this checkout.
 pub fn chart_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../charts/nova-operator")
+}
+
+/// The chart's Nova CRD template, as `crdgen` writes it.
+const NOVA_CRD_TEMPLATE: &str = "templates/crds/nova.openstack.c5c3.io_novas.yaml";
+
+/// A copy of the chart under `dir` whose Nova CRD carries `marker` at the end of its top-level
+/// schema description: the chart of a release whose CRD changed, for an upgrade to apply.
+/// Returns the copy's directory.
+pub fn chart_with_changed_crd(dir: &Path, marker: &str) -> Result<PathBuf> {
+    let copy = dir.join("nova-operator");
+    copy_dir(&chart_dir(), &copy)?;
+    let path = copy.join(NOVA_CRD_TEMPLATE);
+    let text =
+        std::fs::read_to_string(&path).map_err(io_err(format!("reading {}", path.display())))?;
+    let schema = "      openAPIV3Schema:\n        description: \"";
+    let Some(at) = text.find(schema).map(|at| at + schema.len()) else {
+        return Err(Error::Invalid {
+            context: path.display().to_string(),
+            message: "no top-level schema description".into(),
+        });
+    };
+    let end = at + text[at..].find('"').unwrap_or_default();
+    let changed = format!("{} {marker}{}", &text[..end], &text[end..]);
+    std::fs::write(&path, changed).map_err(io_err(format!("writing {}", path.display())))?;
+    Ok(copy)
+}
+
+/// Copies the directory `from` to `to`, recursively.
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).map_err(io_err(format!("creating {}", to.display())))?;
+    for entry in std::fs::read_dir(from).map_err(io_err(format!("reading {}", from.display())))? {
+        let entry = entry.map_err(io_err(format!("reading {}", from.display())))?;
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)
+                .map_err(io_err(format!("copying {}", entry.path().display())))?;
+        }
+    }
+    Ok(())
 }
 
 /// What one helm run printed.

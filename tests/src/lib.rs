@@ -40,7 +40,7 @@ pub use binaries::{K8S_VERSION, default_testbin_dir, testbin_dir};
 pub use control_plane::{
     ControlPlane, FrozenApiServer, Options, StartupTimings, shared, shared_real_node,
 };
-pub use crds::{crd_files, default_crd_dirs, install_crds, read_crds};
+pub use crds::{crd_files, default_crd_dirs, install_crds, read_crds, third_party_dir};
 pub use process::Lifetime;
 pub use webhook::{
     Canary, CanaryExpectation, WebhookEndpoint, WebhookRegistration, register_webhooks,

@@ -11,6 +11,7 @@ use kube::{Api, Client, Config};
 use nova_api::v1alpha1::{Nova, NovaCompute};
 use nova_controller::bounded::RequestTimeoutLayer;
 use nova_controller::clusters::{ABANDON_AFTER, Fleet, KubeCluster, Registry, availability};
+use nova_controller::crd_currency::{self, Notice};
 use nova_controller::leadership::{self, Fence, FenceLayer};
 use nova_controller::metrics::Metrics;
 use nova_controller::ratelimit::RateLimitLayer;
@@ -57,6 +58,8 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
     let scope = (!flags.namespace.is_empty()).then(|| flags.namespace.clone());
     probe_crds(&client, scope.as_deref()).await?;
     let metrics = Metrics::new().context("registering metrics")?;
+    let crds = crd_currency::check(&client).await;
+    crd_currency::report(&metrics, &crds);
     let ready = Arc::new(AtomicBool::new(false));
     tokio::spawn(admin::serve_metrics(
         flags.metrics_bind_address,
@@ -119,6 +122,7 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
         instance: Some(hostname()),
         targets: targets.clone(),
         pass_deadline: Duration::from_secs(flags.pass_deadline_seconds),
+        crd: Arc::new(Notice::of::<Nova>(&crds)),
     };
     let pool_options = novacompute::controller::Options {
         scope,
@@ -126,6 +130,7 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
         instance: Some(hostname()),
         targets: targets.clone(),
         pass_deadline: Duration::from_secs(flags.pass_deadline_seconds),
+        crd: Arc::new(Notice::of::<NovaCompute>(&crds)),
     };
     let controllers = {
         let (client, metrics, cluster) = (client.clone(), metrics.clone(), cluster.clone());

@@ -21,6 +21,7 @@ use super::pass::Reconciled;
 use super::skeleton::{Context, error_policy};
 use super::superseded::Superseded;
 use crate::clusters::{Clusters, Fleet, KubeCluster, Meta};
+use crate::crd_currency::Notice;
 use crate::metrics::Metrics;
 
 /// How a controller runs.
@@ -35,6 +36,8 @@ pub struct Options {
     pub targets: Option<Arc<Fleet>>,
     /// How long one pass may run ([`super::deadline::PASS_DEADLINE`] by default).
     pub pass_deadline: std::time::Duration,
+    /// What the kind's served CRD says against this release (`crate::crd_currency`).
+    pub crd: Arc<Notice>,
 }
 
 /// The context of one kind's reconciles, its events reported as `controller`.
@@ -59,6 +62,7 @@ pub fn context<K: Reconciled>(
         shared,
         client: client.clone(),
         pass_deadline: options.pass_deadline,
+        crd: options.crd.clone(),
     })
 }
 

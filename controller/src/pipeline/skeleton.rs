@@ -33,6 +33,7 @@ use super::plan::{EventNote, JobRecord, Verdict};
 use super::superseded::Superseded;
 use super::{Flow, REQUEUE_NEXT_PASS, REQUEUE_SECRET_POLLING, REQUEUE_SUPERSEDED};
 use crate::clusters::{ClusterError, Clusters, FIELD_MANAGER, Teardown};
+use crate::crd_currency::Notice;
 
 /// The finalizer of a CR whose children live on a target cluster, shared across operators:
 /// held until the remote sweep ran (or the target was abandoned).
@@ -62,6 +63,8 @@ pub struct Context<K: Reconciled> {
     pub shared: Arc<K::Shared>,
     /// How long a pass may run before it is stopped and retried.
     pub pass_deadline: std::time::Duration,
+    /// Whether the kind's served CRD lags behind this release: each CR is warned once.
+    pub crd: Arc<Notice>,
 }
 
 /// A failed pass. Its text names the step, so one log line says where it failed.
@@ -146,6 +149,9 @@ pub async fn reconcile<K: Reconciled>(
         Pass::with_shared(cr.clone(), cluster, ctx.shared.clone()).resolving(ctx.clusters.clone());
     let outcome = ctx.engine.run(K::pipeline(), &mut pass).await;
     publish(&ctx, &cr, pass.events()).await;
+    if let Some(outdated) = ctx.crd.once(cr.uid().as_deref()) {
+        publish(&ctx, &cr, &[outdated]).await;
+    }
     count_jobs(&ctx, &api, &*cr, &pass.records).await;
     let status = next_status(&*cr, pass.verdicts(), &pass.updates);
     finish(&ctx, &api, &cr, outcome, &status).await

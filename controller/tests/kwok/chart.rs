@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use nova_controller::clusters::Caching;
@@ -100,7 +100,8 @@ fn granted(rules: &Value, verb: &str) -> BTreeSet<(String, String)> {
 
 /// What the controller's code touches beyond the registered kinds: its own CR (status,
 /// finalizer, owner references), events, Job pods, the leader Lease, the pools' Hypervisors
-/// (read live and patched by the Traits step).
+/// (read live and patched by the Traits step), its two CRDs (their schema digest read at
+/// start).
 fn extra_resources() -> BTreeSet<(String, String)> {
     [
         ("nova.openstack.c5c3.io", "novas"),
@@ -113,6 +114,7 @@ fn extra_resources() -> BTreeSet<(String, String)> {
         ("", "pods"),
         ("coordination.k8s.io", "leases"),
         ("kvm.cloud.sap", "hypervisors"),
+        ("apiextensions.k8s.io", "customresourcedefinitions"),
     ]
     .into_iter()
     .map(|(g, r)| (g.to_owned(), r.to_owned()))
@@ -304,7 +306,7 @@ fn the_controller_role_covers_exactly_the_kinds_the_code_registers() {
         "the namespace scope renders no ClusterRole for the controller"
     );
     // The pools' Nodes are still read, live: get and list cluster-wide, never watch; their
-    // Hypervisors read and patched.
+    // Hypervisors read and patched; the two CRDs read by name.
     let nodes = &find(&docs, "ClusterRole", "nova-operator-controller-nodes")["rules"];
     let node = (String::new(), "nodes".to_owned());
     assert!(granted(nodes, "get").contains(&node) && granted(nodes, "list").contains(&node));
@@ -318,7 +320,12 @@ fn the_controller_role_covers_exactly_the_kinds_the_code_registers() {
             && granted(nodes, "patch").contains(&hypervisor),
         "the Traits step reads and patches the pools' Hypervisors in this scope too"
     );
-    assert_eq!(every(nodes), BTreeSet::from([node, hypervisor]));
+    let crd = (
+        "apiextensions.k8s.io".to_owned(),
+        "customresourcedefinitions".to_owned(),
+    );
+    assert!(granted(nodes, "get").contains(&crd), "the CRD check in this scope too");
+    assert_eq!(every(nodes), BTreeSet::from([node, hypervisor, crd]));
     let deployment = find(&docs, "Deployment", "nova-operator-controller");
     let args = strings(&deployment["spec"]["template"]["spec"]["containers"][0]["args"]);
     assert!(args.contains(&format!("--namespace={NAMESPACE}")));
@@ -701,37 +708,66 @@ fn the_schema_rejects_unknown_and_mistyped_values() {
     }
 }
 
-fn files(dir: &Path) -> BTreeMap<String, String> {
-    std::fs::read_dir(dir)
-        .expect("dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .map(|p| {
+/// The CRDs a rendering holds, by name.
+fn rendered_crds(docs: &[Value]) -> BTreeMap<String, Value> {
+    docs.iter()
+        .filter(|d| d["kind"] == "CustomResourceDefinition")
+        .map(|d| {
             (
-                p.file_name().expect("name").to_string_lossy().into_owned(),
-                std::fs::read_to_string(&p).expect("read"),
+                d["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                d.clone(),
             )
         })
         .collect()
 }
 
+/// The chart renders exactly the generated CRDs (crdgen writes its templates) with the chart's
+/// labels and, by default, the keep policy; `crds.keep=false` drops the policy and
+/// `crds.enabled=false` the CRDs.
 #[test]
-fn the_chart_crds_are_the_generated_crds() {
-    let top = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../crds");
-    let chart = helm::chart_dir().join("crds");
-    let (chart, top) = (files(&chart), files(&top));
-    let names = |m: &BTreeMap<String, String>| m.keys().cloned().collect::<Vec<_>>();
+fn the_chart_renders_the_generated_crds_kept_on_uninstall() {
+    let generated: BTreeMap<String, Value> = nova_api::crd::all()
+        .iter()
+        .map(|(_, crd)| {
+            let value = serde_json::to_value(crd).expect("json");
+            (crd.metadata.name.clone().unwrap_or_default(), value)
+        })
+        .collect();
+    let rendered = rendered_crds(&render(&[]));
     assert_eq!(
-        names(&chart),
-        names(&top),
-        "the chart has every CRD of crds/"
+        rendered.keys().collect::<Vec<_>>(),
+        generated.keys().collect::<Vec<_>>()
     );
-    for (name, text) in &top {
+    for (name, mut crd) in rendered {
+        let metadata = crd["metadata"].as_object_mut().expect("metadata");
+        let labels = metadata.remove("labels").unwrap_or_default();
+        assert_eq!(
+            labels["app.kubernetes.io/managed-by"], "Helm",
+            "{name}: {labels}"
+        );
+        let annotations = metadata["annotations"]
+            .as_object_mut()
+            .expect("annotations");
+        assert_eq!(
+            annotations.remove("helm.sh/resource-policy"),
+            Some("keep".into()),
+            "{name} is kept"
+        );
         assert!(
-            chart[name] == *text,
-            "charts/nova-operator/crds/{name} differs from crds/{name}: run `cargo run -p nova-api --bin crdgen`, which writes both"
+            crd == generated[&name],
+            "{name}: the chart's template differs from the generated CRD: run `cargo run -p nova-api --bin crdgen`"
         );
     }
+    for crd in rendered_crds(&render(&["--set", "crds.keep=false"])).values() {
+        assert!(
+            crd["metadata"]["annotations"]["helm.sh/resource-policy"].is_null(),
+            "{crd}"
+        );
+    }
+    assert!(rendered_crds(&render(&["--set", "crds.enabled=false"])).is_empty());
 }
 
 /// Every metric family either binary registers (a sample of each is recorded so an unlabelled
@@ -749,6 +785,10 @@ fn exported_series() -> BTreeSet<String> {
     controller.db_sync.record("ns", "x", true, 1.0);
     controller.db_archive.record("ns", "x", false, 1.0);
     controller.nova_ready.with_label_values(&["x", "ns"]).set(1);
+    controller
+        .crd_schema_current
+        .with_label_values(&["novas.nova.openstack.c5c3.io"])
+        .set(1);
     controller
         .openstack_requests
         .with_label_values(&["keystone", "201"])

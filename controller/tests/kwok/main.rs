@@ -3,10 +3,12 @@
 //! (`testkit::shared()`), each in namespaces of its own, and run in parallel. Those that read
 //! the API server's whole-server request counters (`nova_steady_state`, `novacompute_pool`),
 //! kill or freeze it (`fault_drills`), read its audit log (`leadership_drills`) or need a second
-//! cluster (`target_clusters`) start a control plane of their own beside it.
+//! cluster (`target_clusters`) or none of the project's CRDs (`crd_lifecycle`) start a control
+//! plane of their own beside it.
 
 mod chart;
 mod cluster_handle;
+mod crd_lifecycle;
 mod fault_drills;
 mod leader_election;
 mod leadership_drills;

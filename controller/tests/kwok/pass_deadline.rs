@@ -36,6 +36,7 @@ async fn a_pass_past_its_deadline_is_stopped_retried_and_reported() {
         instance: None,
         targets: None,
         pass_deadline: Duration::from_millis(1),
+        crd: Default::default(),
     };
     tokio::spawn(nova::controller::run(
         client.clone(),

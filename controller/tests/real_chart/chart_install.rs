@@ -2,9 +2,10 @@
 //! both Deployments become Available, the API server calls the webhook through its Service
 //! with the chart's certificate, the controller converges the sample Nova and runs the sample
 //! pool's Kubernetes rows under its own ServiceAccount with no 403 in its log (cluster-wide and
-//! namespace-scoped), an upgrade that
-//! changes only the webhook's values rolls only the webhook and keeps the generated CA, and a
-//! regenerated certificate reaches the running webhook pods by their hot reload.
+//! namespace-scoped), the cluster-wide release adopts the CRDs already there (keeping them on
+//! uninstall), an upgrade that changes only the webhook's values and the Nova CRD updates the
+//! served CRD, rolls only the webhook and keeps the generated CA, and a regenerated
+//! certificate reaches the running webhook pods by their hot reload.
 
 use std::path::Path;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use std::time::Duration;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::{Nova, NovaCompute};
@@ -55,7 +57,8 @@ pub(crate) fn install_args<'a>(
 }
 
 /// The install of a release limited to `ns`: Roles only, the controller under --namespace,
-/// one webhook replica admitting that namespace alone.
+/// one webhook replica admitting that namespace alone; the CRDs are left to the cluster-wide
+/// release (one release owns them).
 pub(crate) fn scoped_install_args<'a>(
     release: &'a str,
     ns: &'a str,
@@ -67,6 +70,8 @@ pub(crate) fn scoped_install_args<'a>(
         "rbac.scope=namespace",
         "--set",
         "webhook.replicas=1",
+        "--set",
+        "crds.enabled=false",
     ]);
     args
 }
@@ -238,13 +243,32 @@ async fn converges_without_403(client: &Client, release_ns: &str, ns: &str) {
 async fn the_chart_runs_the_operator_on_the_real_node() {
     let (cp, client, home, chart) = on_the_real_node().await;
 
-    // Cluster-wide install.
+    // Cluster-wide install. The harness applied the CRDs, as an administrator would have
+    // before the chart templated them: the release adopts them.
     let release_ns = cp.namespace("nova-system").await.expect("namespace");
-    helm_ok(
-        home.path(),
-        cp,
-        &install_args("install", "nova-operator", &release_ns, &chart),
-    );
+    let mut install = install_args("install", "nova-operator", &release_ns, &chart);
+    install.push("--take-ownership");
+    helm_ok(home.path(), cp, &install);
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in [
+        "novas.nova.openstack.c5c3.io",
+        "novacomputes.nova.openstack.c5c3.io",
+    ] {
+        let annotations = crds.get(crd).await.expect("crd").metadata.annotations;
+        let annotations = annotations.unwrap_or_default();
+        assert_eq!(
+            (
+                annotations
+                    .get("meta.helm.sh/release-name")
+                    .map(String::as_str),
+                annotations
+                    .get("helm.sh/resource-policy")
+                    .map(String::as_str)
+            ),
+            (Some("nova-operator"), Some("keep")),
+            "{crd} is the release's, kept on uninstall"
+        );
+    }
     let controller = available(&client, &release_ns, "nova-operator-controller").await;
     let webhook = available(&client, &release_ns, "nova-operator-webhook").await;
     let ns = cp.namespace("nova-chart").await.expect("namespace");
@@ -268,9 +292,26 @@ async fn the_chart_runs_the_operator_on_the_real_node() {
             .clone()
     };
     let ca = bundle(configs.get("nova-operator").await.expect("config"));
-    let mut args = install_args("upgrade", "nova-operator", &release_ns, &chart);
-    args.extend_from_slice(&["--set", "webhook.logLevel=debug"]);
+    // The upgrade's chart changed the Nova CRD: the upgrade updates the served one (forced over
+    // the fields the harness's apply co-owns, as any adopted CRD needs).
+    let changed = tempfile::tempdir().expect("chart copy");
+    let marker = "(changed by the upgrade)";
+    let upgraded = helm::chart_with_changed_crd(changed.path(), marker).expect("chart copy");
+    let upgraded = upgraded.display().to_string();
+    let mut args = install_args("upgrade", "nova-operator", &release_ns, &upgraded);
+    args.extend_from_slice(&["--set", "webhook.logLevel=debug", "--force-conflicts"]);
     helm_ok(home.path(), cp, &args);
+    let served = crds.get("novas.nova.openstack.c5c3.io").await.expect("crd");
+    let description = served.spec.versions[0]
+        .schema
+        .as_ref()
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .and_then(|s| s.description.clone())
+        .unwrap_or_default();
+    assert!(
+        description.ends_with(marker),
+        "the upgrade updated the served CRD: {description}"
+    );
     let controller_after = available(&client, &release_ns, "nova-operator-controller").await;
     let webhook_after = available(&client, &release_ns, "nova-operator-webhook").await;
     assert_eq!(
@@ -349,6 +390,17 @@ async fn the_chart_runs_the_operator_on_the_real_node() {
             "--wait",
         ],
     );
+
+    // The uninstall kept the CRDs.
+    for crd in [
+        "novas.nova.openstack.c5c3.io",
+        "novacomputes.nova.openstack.c5c3.io",
+    ] {
+        assert!(
+            crds.get_opt(crd).await.expect("crd").is_some(),
+            "{crd} outlives the release"
+        );
+    }
 
     // Namespace-scoped install: Roles only, the controller under --namespace.
     let scoped = cp.namespace("nova-scoped").await.expect("namespace");

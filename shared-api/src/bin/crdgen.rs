@@ -1,24 +1,38 @@
-//! Writes the generated CRDs into every directory of `crd::DIRS` (`crds/` and the chart's
-//! `charts/nova-operator/crds/`), or into the directories given as arguments.
+//! Writes the generated CRDs: the plain manifests into `crd::DIR` (`crds/`) and the chart's
+//! templates into `crd::CHART_DIR`, or plain manifests into the directories given as arguments.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use nova_api::crd;
+
+type Render = fn(&CustomResourceDefinition) -> Result<String, serde_saphyr::ser_error::Error>;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut dirs: Vec<PathBuf> = std::env::args().skip(1).map(PathBuf::from).collect();
-    if dirs.is_empty() {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-        dirs = nova_api::crd::DIRS
-            .iter()
-            .map(|dir| root.join(dir))
-            .collect();
+    let given: Vec<PathBuf> = std::env::args().skip(1).map(PathBuf::from).collect();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let targets: Vec<(PathBuf, Render)> = match given.is_empty() {
+        true => vec![
+            (root.join(crd::DIR), crd::to_yaml as Render),
+            (root.join(crd::CHART_DIR), crd::to_chart_template as Render),
+        ],
+        false => given
+            .into_iter()
+            .map(|dir| (dir, crd::to_yaml as Render))
+            .collect(),
+    };
+    for (dir, render) in targets {
+        write(&dir, render)?;
     }
-    for dir in dirs {
-        std::fs::create_dir_all(&dir)?;
-        for (file, crd) in nova_api::crd::all() {
-            let path = dir.join(file);
-            std::fs::write(&path, nova_api::crd::to_yaml(&crd)?)?;
-            println!("wrote {}", path.display());
-        }
+    Ok(())
+}
+
+fn write(dir: &Path, render: Render) -> Result<(), Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(dir)?;
+    for (file, crd) in crd::all() {
+        let path = dir.join(file);
+        std::fs::write(&path, render(&crd)?)?;
+        println!("wrote {}", path.display());
     }
     Ok(())
 }

@@ -6,6 +6,7 @@
 //! schema only (`extend("default" = ..)`), never by serde, so a round trip through these types
 //! neither loses nor invents a field.
 
+use super::upstream::Upstream;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::DeploymentStrategy;
@@ -310,6 +311,7 @@ pub struct NetworkPolicySpec {
     pub ingress: Vec<NetworkPolicyIngressSource>,
     /// Egress rules appended verbatim after the auto-derived ones.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Upstream<Option<Vec<NetworkPolicyEgressRule>>>")]
     pub additional_egress: Option<Vec<NetworkPolicyEgressRule>>,
 }
 
@@ -318,9 +320,11 @@ pub struct NetworkPolicySpec {
 #[serde(rename_all = "camelCase")]
 pub struct NetworkPolicyIngressSource {
     /// The source namespaces.
+    #[schemars(with = "Upstream<LabelSelector>")]
     pub namespace_selector: LabelSelector,
     /// The source pods, ANDed with the namespace selector.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Upstream<Option<LabelSelector>>")]
     pub pod_selector: Option<LabelSelector>,
 }
 
@@ -333,9 +337,11 @@ pub struct NodePlacementSpec {
     pub node_selector: Option<BTreeMap<String, String>>,
     /// Taints the pods tolerate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Upstream<Option<Vec<Toleration>>>")]
     pub tolerations: Option<Vec<Toleration>>,
     /// Node and pod (anti-)affinity of the pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Upstream<Option<Affinity>>")]
     pub affinity: Option<Affinity>,
 }
 
@@ -350,6 +356,7 @@ pub struct DeploymentSpec {
     pub replicas: Option<i32>,
     /// Container requests and limits, resolved per resource at render time when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Upstream<Option<ResourceRequirements>>")]
     pub resources: Option<ResourceRequirements>,
     /// Pod termination grace period; 30 at render time when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -361,9 +368,11 @@ pub struct DeploymentSpec {
     pub pre_stop_sleep_seconds: Option<i64>,
     /// Rollout strategy; RollingUpdate with maxUnavailable 0 and maxSurge 1 when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Upstream<Option<DeploymentStrategy>>")]
     pub strategy: Option<DeploymentStrategy>,
     /// Spread constraints used verbatim when set (even empty); zone and hostname spread when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Upstream<Option<Vec<TopologySpreadConstraint>>>")]
     pub topology_spread_constraints: Option<Vec<TopologySpreadConstraint>>,
     /// An existing PriorityClass for the pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -442,6 +451,7 @@ pub struct AutoscalingSpec {
     pub target_memory_utilization: Option<i32>,
     /// Passed verbatim to the HorizontalPodAutoscaler spec.behavior.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Upstream<Option<HorizontalPodAutoscalerBehavior>>")]
     pub behavior: Option<HorizontalPodAutoscalerBehavior>,
 }
 
@@ -451,6 +461,7 @@ pub struct AutoscalingSpec {
 pub struct JobSpec {
     /// Requests and limits; 70m CPU request and 368Mi memory when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Upstream<Option<ResourceRequirements>>")]
     pub resources: Option<ResourceRequirements>,
     /// Unset follows spec.api.deployment; empty opts out.
     #[serde(default, skip_serializing_if = "Option::is_none")]

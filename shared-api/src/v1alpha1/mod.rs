@@ -3,6 +3,7 @@
 pub mod common;
 pub mod nova;
 pub mod novacompute;
+pub mod upstream;
 
 pub use common::*;
 pub use nova::*;

@@ -1,5 +1,6 @@
 //! The Nova kind: one compute control plane (`nova-crd.txt`).
 
+use super::upstream::Upstream;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -318,6 +319,7 @@ pub struct NovaStatus {
     /// Conditions keyed by type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    #[schemars(with = "Upstream<Vec<Condition>>")]
     pub conditions: Vec<Condition>,
     /// The metadata.generation last reconciled.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,5 +1,6 @@
 //! The NovaCompute kind: nova-compute on one node pool (`novacompute.md`).
 
+use super::upstream::Upstream;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
@@ -58,6 +59,7 @@ pub struct NovaComputeSpec {
     pub node_selector: BTreeMap<String, String>,
     /// Tolerations copied verbatim onto the pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Upstream<Option<Vec<Toleration>>>")]
     pub tolerations: Option<Vec<Toleration>>,
     /// The nova-compute image; ghcr.io/c5c3/nova-compute at the Nova's installed release when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -72,6 +74,7 @@ pub struct NovaComputeSpec {
     pub update_strategy: Option<NovaComputeUpdateStrategy>,
     /// Requests and limits of nova-compute and its init containers; resolved per resource when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Upstream<Option<ResourceRequirements>>")]
     pub resources: Option<ResourceRequirements>,
     /// Opts the DaemonSet into a VerticalPodAutoscaler (requests only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -217,6 +220,7 @@ pub struct NovaComputeStatus {
     /// Conditions keyed by type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    #[schemars(with = "Upstream<Vec<Condition>>")]
     pub conditions: Vec<Condition>,
     /// The metadata.generation of the last pass.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -53,19 +53,88 @@ fn rules(node: &Value) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-/// Both committed copies, the repository's and the chart's.
+/// Both committed copies: the repository's manifests and the chart's templates.
 #[test]
 fn committed_crds_match_what_crdgen_writes() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for dir in crd::DIRS {
-        for (file, crd) in crd::all() {
-            let want = crd::to_yaml(&crd).expect("renders");
+    for (file, crd) in crd::all() {
+        for (dir, want) in [
+            (crd::DIR, crd::to_yaml(&crd).expect("renders")),
+            (
+                crd::CHART_DIR,
+                crd::to_chart_template(&crd).expect("renders"),
+            ),
+        ] {
             let got = std::fs::read_to_string(root.join(dir).join(file)).unwrap_or_default();
             assert!(
                 got == want,
                 "{dir}/{file} is stale: run `cargo run -p nova-api --bin crdgen`"
             );
         }
+    }
+}
+
+/// What `kubectl apply` (client-side) stores of an object, in its last-applied annotation,
+/// must stay under the API server's 256 KiB limit on all annotations together.
+const ANNOTATIONS_LIMIT: usize = 256 * 1024;
+
+#[test]
+fn every_crd_fits_the_annotation_client_side_apply_writes() {
+    for (file, crd) in crd::all() {
+        let json = serde_json::to_string(&crd).expect("serializes");
+        eprintln!("{file}: {} bytes of JSON", json.len());
+        assert!(
+            json.len() < ANNOTATIONS_LIMIT * 3 / 4,
+            "{file}: {} bytes of JSON, too close to the {ANNOTATIONS_LIMIT} bytes kubectl apply may annotate",
+            json.len()
+        );
+    }
+}
+
+/// The upstream types lose their descriptions, never their structure; our own fields keep
+/// theirs, a field of an upstream type included.
+#[test]
+fn only_the_upstream_types_lose_their_descriptions() {
+    let nova = schema("novas");
+    for own in [
+        "spec.api.deployment.replicas",
+        "spec.api.deployment.resources",
+        "spec.jobs.affinity",
+        "spec.jobs.tolerations",
+        "spec.networkPolicy.additionalEgress",
+        "status.conditions",
+    ] {
+        assert!(
+            at(&nova, own)["description"].is_string(),
+            "{own} keeps its description"
+        );
+    }
+    for upstream in [
+        "spec.jobs.affinity.nodeAffinity",
+        "spec.jobs.tolerations.[].key",
+        "spec.api.deployment.resources.limits",
+        "status.conditions.[].reason",
+    ] {
+        let node = at(&nova, upstream);
+        assert!(node.is_object(), "{upstream} is still in the schema");
+        assert!(node.get("description").is_none(), "{upstream}: {node}");
+    }
+    let text = serde_json::to_string(&nova).expect("json");
+    assert!(
+        !text.contains("x-nova-upstream-type"),
+        "the marker is dropped"
+    );
+}
+
+#[test]
+fn every_crd_carries_the_digest_of_its_spec() {
+    for (file, crd) in crd::all() {
+        let annotations = crd.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(
+            annotations.get(crd::SCHEMA_HASH_ANNOTATION),
+            Some(&crd::schema_hash(&crd)),
+            "{file}"
+        );
     }
 }
 

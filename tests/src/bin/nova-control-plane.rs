@@ -52,6 +52,10 @@ enum Command {
         /// spec.serviceUser.secretRef.
         #[arg(long, requires = "openstack")]
         service_user_secret: Option<String>,
+        /// Install only the other operators' CRDs, leaving the Nova and NovaCompute CRDs to
+        /// the chart, as on a cluster the operator was never installed on.
+        #[arg(long)]
+        without_operator_crds: bool,
     },
     /// Print the digest-pinned reference (`repository@sha256:…`) of a locally built image
     /// known by its tag: the reference a CR names so its pods run with `IfNotPresent`.
@@ -77,7 +81,20 @@ async fn main() -> ExitCode {
         Command::Serve {
             openstack,
             service_user_secret,
-        } => serve(&dir, openstack.as_deref(), service_user_secret.as_deref()).await,
+            without_operator_crds,
+        } => {
+            let crd_dirs = match without_operator_crds {
+                true => vec![nova_test_harness::third_party_dir()],
+                false => nova_test_harness::default_crd_dirs(),
+            };
+            serve(
+                &dir,
+                openstack.as_deref(),
+                service_user_secret.as_deref(),
+                crd_dirs,
+            )
+            .await
+        }
         Command::Pinned { reference } => nova_test_harness::images::pinned(&reference)
             .map(|pinned| {
                 println!("{pinned}");
@@ -214,6 +231,7 @@ async fn serve(
     dir: &Path,
     openstack: Option<&str>,
     service_user_secret: Option<&str>,
+    crd_dirs: Vec<PathBuf>,
 ) -> Result<ExitCode, String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     if read_pids(dir)?.iter().any(Recorded::running) {
@@ -226,6 +244,7 @@ async fn serve(
     let cp = ControlPlane::start_with(Options {
         state_dir: Some(dir.to_path_buf()),
         real_node: true,
+        crd_dirs,
         ..Options::default()
     })
     .await
