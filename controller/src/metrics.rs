@@ -1,6 +1,7 @@
 //! The controller's Prometheus metrics, names and labels exactly as the spec gives them
 //! (`common-types.md` §3.4). Labels never carry object names of unbounded cardinality.
 
+use prometheus::process_collector::ProcessCollector;
 use prometheus::{
     Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
@@ -131,6 +132,17 @@ impl Metrics {
     /// Creates and registers the metrics; a duplicate registration is a startup failure.
     pub fn new() -> Result<Self, prometheus::Error> {
         let registry = Registry::new();
+        // process_* (CPU, resident memory, open files, start time) and the build's version.
+        registry.register(Box::new(ProcessCollector::for_self()))?;
+        let build_info = IntGauge::with_opts(
+            Opts::new(
+                "nova_operator_build_info",
+                "1, labelled with the build's version.",
+            )
+            .const_label("version", env!("CARGO_PKG_VERSION")),
+        )?;
+        build_info.set(1);
+        registry.register(Box::new(build_info))?;
         let reconcile_duration = HistogramVec::new(
             HistogramOpts::new(
                 "nova_operator_reconcile_duration_seconds",
@@ -288,6 +300,18 @@ mod tests {
             .filter(|l| l.starts_with(name))
             .map(str::to_owned)
             .collect()
+    }
+
+    #[test]
+    fn the_process_and_the_build_are_exported() {
+        let metrics = Metrics::new().expect("registers once");
+        let version = format!(
+            r#"nova_operator_build_info{{version="{}"}} 1"#,
+            env!("CARGO_PKG_VERSION")
+        );
+        assert_eq!(series(&metrics, "nova_operator_build_info"), [version]);
+        assert_eq!(series(&metrics, "process_resident_memory_bytes").len(), 1);
+        assert_eq!(series(&metrics, "process_cpu_seconds_total").len(), 1);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::time::SystemTime;
 
+use prometheus::process_collector::ProcessCollector;
 use prometheus::{
     Encoder, Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec,
     Opts, Registry, TextEncoder,
@@ -81,6 +82,17 @@ impl Metrics {
     /// Registers the metrics in a fresh registry.
     pub fn new() -> Result<Self, prometheus::Error> {
         let registry = Registry::new();
+        // process_* (CPU, resident memory, open files, start time) and the build's version.
+        registry.register(Box::new(ProcessCollector::for_self()))?;
+        let build_info = IntGauge::with_opts(
+            Opts::new(
+                "nova_webhook_build_info",
+                "1, labelled with the build's version.",
+            )
+            .const_label("version", env!("CARGO_PKG_VERSION")),
+        )?;
+        build_info.set(1);
+        registry.register(Box::new(build_info))?;
         let requests = IntCounterVec::new(
             Opts::new(
                 "nova_webhook_requests_total",
@@ -260,5 +272,26 @@ impl Metrics {
         let mut buf = Vec::new();
         let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
         String::from_utf8(buf).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_process_and_the_build_are_exported() {
+        let rendered = Metrics::new().expect("registers once").render();
+        let version = format!(
+            r#"nova_webhook_build_info{{version="{}"}} 1"#,
+            env!("CARGO_PKG_VERSION")
+        );
+        assert!(rendered.lines().any(|l| l == version), "{rendered}");
+        for family in ["process_resident_memory_bytes", "process_cpu_seconds_total"] {
+            assert!(
+                rendered.lines().any(|l| l.starts_with(family)),
+                "{family}: {rendered}"
+            );
+        }
     }
 }

@@ -4,7 +4,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use nova_api::v1alpha1::{ImageSpec, Nova, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
+use nova_api::v1alpha1::{
+    ImageSpec, NodePhase, Nova, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus,
+};
 
 use crate::clusters::Handle;
 use crate::openstack::Client;
@@ -134,7 +136,7 @@ impl Merge for Resolved {
 /// One status field a NovaCompute step sets.
 #[derive(Clone, Debug, PartialEq)]
 pub enum StatusUpdate {
-    /// `status.nodes`, sorted by name.
+    /// `status.nodes`, sorted by name, with the counts of its Active and Draining nodes.
     Nodes(Vec<NovaComputeNodeStatus>),
     /// `status.desiredNumberScheduled` and `status.numberReady`, mirrored from the DaemonSet.
     Counters {
@@ -153,7 +155,15 @@ impl StatusUpdate {
     /// Writes the field into `status`.
     pub fn apply(self, status: &mut NovaComputeStatus) {
         match self {
-            StatusUpdate::Nodes(nodes) => status.nodes = nodes,
+            StatusUpdate::Nodes(nodes) => {
+                let count = |phase| {
+                    let n = nodes.iter().filter(|n| n.phase == phase).count();
+                    i32::try_from(n).unwrap_or(i32::MAX)
+                };
+                status.active_nodes = count(NodePhase::Active);
+                status.draining_nodes = count(NodePhase::Draining);
+                status.nodes = nodes;
+            }
             StatusUpdate::Counters { desired, ready } => {
                 status.desired_number_scheduled = desired;
                 status.number_ready = ready;
@@ -161,5 +171,42 @@ impl StatusUpdate {
             StatusUpdate::InstalledImage(image) => status.installed_image = Some(image),
             StatusUpdate::CreatedTraits(traits) => status.created_traits = traits,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, phase: NodePhase) -> NovaComputeNodeStatus {
+        NovaComputeNodeStatus {
+            name: name.into(),
+            phase,
+            zone: None,
+            service_id: None,
+            service_status: None,
+            service_state: None,
+            disabled_reason: None,
+            instances: None,
+            conflicts_with: None,
+            traits: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_ledger_counts_its_active_and_draining_nodes() {
+        let mut status = NovaComputeStatus::default();
+        StatusUpdate::Nodes(vec![
+            node("a", NodePhase::Active),
+            node("b", NodePhase::Active),
+            node("c", NodePhase::Draining),
+            node("d", NodePhase::Releasing),
+            node("e", NodePhase::Pending),
+        ])
+        .apply(&mut status);
+        assert_eq!((status.active_nodes, status.draining_nodes), (2, 1));
+        assert_eq!(status.nodes.len(), 5);
+        StatusUpdate::Nodes(Vec::new()).apply(&mut status);
+        assert_eq!((status.active_nodes, status.draining_nodes), (0, 0));
     }
 }

@@ -324,7 +324,10 @@ fn the_controller_role_covers_exactly_the_kinds_the_code_registers() {
         "apiextensions.k8s.io".to_owned(),
         "customresourcedefinitions".to_owned(),
     );
-    assert!(granted(nodes, "get").contains(&crd), "the CRD check in this scope too");
+    assert!(
+        granted(nodes, "get").contains(&crd),
+        "the CRD check in this scope too"
+    );
     assert_eq!(every(nodes), BTreeSet::from([node, hypervisor, crd]));
     let deployment = find(&docs, "Deployment", "nova-operator-controller");
     let args = strings(&deployment["spec"]["template"]["spec"]["containers"][0]["args"]);

@@ -30,21 +30,42 @@ pub type ExtraConfig = BTreeMap<String, BTreeMap<String, String>>;
     status = "NovaStatus",
     derive = "PartialEq",
     doc = "A Nova compute control plane: its release, image, databases, cache, message bus, Keystone integration and five Deployments.",
+    shortname = "nv",
+    category = "openstack",
     printcolumn(
         name = "Ready",
         type_ = "string",
         json_path = ".status.conditions[?(@.type=='Ready')].status"
     ),
     printcolumn(
+        name = "Reason",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.conditions[?(@.type=='Ready')].reason"
+    ),
+    printcolumn(
         name = "Release",
         type_ = "string",
         json_path = ".status.installedRelease"
+    ),
+    printcolumn(name = "Upgrade", type_ = "string", json_path = ".status.upgradePhase"),
+    printcolumn(
+        name = "Target",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.targetRelease"
     ),
     printcolumn(name = "Endpoint", type_ = "string", json_path = ".status.endpoint"),
     printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.conditions[?(@.type=='Ready')].message"
     )
 )]
 #[serde(rename_all = "camelCase")]

@@ -26,10 +26,18 @@ use super::nova::ExtraConfig;
     status = "NovaComputeStatus",
     derive = "PartialEq",
     doc = "A nova-compute node pool: a DaemonSet on the nodes its selector matches, joined to a Nova through its compute contract.",
+    shortname = "nvc",
+    category = "openstack",
     printcolumn(
         name = "Ready",
         type_ = "string",
         json_path = ".status.conditions[?(@.type=='Ready')].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.conditions[?(@.type=='Ready')].reason"
     ),
     printcolumn(
         name = "Desired",
@@ -41,10 +49,22 @@ use super::nova::ExtraConfig;
         type_ = "integer",
         json_path = ".status.numberReady"
     ),
+    printcolumn(name = "Active", type_ = "integer", json_path = ".status.activeNodes"),
+    printcolumn(
+        name = "Draining",
+        type_ = "integer",
+        json_path = ".status.drainingNodes"
+    ),
     printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.conditions[?(@.type=='Ready')].message"
     )
 )]
 #[serde(rename_all = "camelCase")]
@@ -238,6 +258,12 @@ pub struct NovaComputeStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["name".into()]))]
     pub nodes: Vec<NovaComputeNodeStatus>,
+    /// How many nodes of the ledger are Active (a printer column).
+    #[serde(default)]
+    pub active_nodes: i32,
+    /// How many nodes of the ledger are Draining (a printer column).
+    #[serde(default)]
+    pub draining_nodes: i32,
     /// Custom traits this pool created in Placement, sorted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Set)]

@@ -670,31 +670,42 @@ fn the_schemas_are_structural_without_free_form_fields() {
 
 #[test]
 fn printer_columns_match_the_spec() {
+    let ready = |field: &str| format!(".status.conditions[?(@.type=='Ready')].{field}");
     for (file, crd) in crd::all() {
-        let columns: Vec<(String, String)> = crd.spec.versions[0]
+        let got: Vec<(String, String, i32)> = crd.spec.versions[0]
             .additional_printer_columns
             .iter()
             .flatten()
-            .map(|c| (c.name.clone(), c.json_path.clone()))
+            .map(|c| (c.name.clone(), c.json_path.clone(), c.priority.unwrap_or(0)))
             .collect();
-        let want: Vec<(&str, &str)> = if file.contains("novacomputes") {
+        // The spec's columns, and (issue 30) the Ready reason and message under `-o wide`,
+        // the upgrade's phase and target, and the pool's Active and Draining counts.
+        let want: Vec<(&str, String, i32)> = if file.contains("novacomputes") {
             vec![
-                ("Ready", ".status.conditions[?(@.type=='Ready')].status"),
-                ("Desired", ".status.desiredNumberScheduled"),
-                ("Ready pods", ".status.numberReady"),
-                ("Age", ".metadata.creationTimestamp"),
+                ("Ready", ready("status"), 0),
+                ("Reason", ready("reason"), 1),
+                ("Desired", ".status.desiredNumberScheduled".into(), 0),
+                ("Ready pods", ".status.numberReady".into(), 0),
+                ("Active", ".status.activeNodes".into(), 0),
+                ("Draining", ".status.drainingNodes".into(), 0),
+                ("Age", ".metadata.creationTimestamp".into(), 0),
+                ("Message", ready("message"), 1),
             ]
         } else {
             vec![
-                ("Ready", ".status.conditions[?(@.type=='Ready')].status"),
-                ("Release", ".status.installedRelease"),
-                ("Endpoint", ".status.endpoint"),
-                ("Age", ".metadata.creationTimestamp"),
+                ("Ready", ready("status"), 0),
+                ("Reason", ready("reason"), 1),
+                ("Release", ".status.installedRelease".into(), 0),
+                ("Upgrade", ".status.upgradePhase".into(), 0),
+                ("Target", ".status.targetRelease".into(), 1),
+                ("Endpoint", ".status.endpoint".into(), 0),
+                ("Age", ".metadata.creationTimestamp".into(), 0),
+                ("Message", ready("message"), 1),
             ]
         };
-        let got: Vec<(&str, &str)> = columns
-            .iter()
-            .map(|(n, p)| (n.as_str(), p.as_str()))
+        let want: Vec<(String, String, i32)> = want
+            .into_iter()
+            .map(|(n, p, priority)| (n.to_owned(), p, priority))
             .collect();
         assert_eq!(got, want, "{file}");
         let version = &crd.spec.versions[0];
@@ -708,5 +719,24 @@ fn printer_columns_match_the_spec() {
             "{file}"
         );
         assert_eq!(crd.spec.scope, "Namespaced");
+    }
+}
+
+/// `kubectl get openstack` lists both kinds, and `kubectl get nv,nvc` is short (issue 30).
+#[test]
+fn both_kinds_have_short_names_and_the_openstack_category() {
+    for (file, crd) in crd::all() {
+        let names = &crd.spec.names;
+        let short = if names.kind == "Nova" { "nv" } else { "nvc" };
+        assert_eq!(
+            names.short_names.as_deref(),
+            Some(&[short.to_owned()][..]),
+            "{file}"
+        );
+        assert_eq!(
+            names.categories.as_deref(),
+            Some(&["openstack".to_owned()][..]),
+            "{file}"
+        );
     }
 }
