@@ -931,3 +931,39 @@ fn the_dashboard_and_the_alerts_use_only_exported_metrics() {
             .expect("json");
     assert_eq!(carried, dashboard);
 }
+
+/// Every alert links its runbook, `<runbookBaseURL>/<alert>.md`, and that runbook is a file of
+/// `docs/runbooks/`; every runbook there belongs to an alert.
+#[test]
+fn every_alert_links_a_runbook_that_exists() {
+    let base = "https://runbooks.example.org/nova";
+    let docs = render(&[
+        "--set",
+        "metrics.prometheusRule.enabled=true",
+        "--set",
+        &format!("metrics.prometheusRule.runbookBaseURL={base}/"),
+    ]);
+    let rule = find(&docs, "PrometheusRule", "nova-operator");
+    let runbooks = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/runbooks");
+    let mut linked = BTreeSet::new();
+    for group in rule["spec"]["groups"].as_array().expect("groups") {
+        for alert in group["rules"].as_array().expect("rules") {
+            let name = alert["alert"].as_str().expect("alert");
+            let url = alert["annotations"]["runbook_url"]
+                .as_str()
+                .unwrap_or_default();
+            assert_eq!(url, format!("{base}/{name}.md"), "{name}");
+            assert!(
+                runbooks.join(format!("{name}.md")).is_file(),
+                "docs/runbooks/{name}.md is missing"
+            );
+            linked.insert(format!("{name}.md"));
+        }
+    }
+    let written: BTreeSet<String> = std::fs::read_dir(&runbooks)
+        .expect("docs/runbooks")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|f| f != "README.md")
+        .collect();
+    assert_eq!(written, linked, "a runbook without its alert");
+}
