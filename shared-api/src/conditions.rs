@@ -48,6 +48,9 @@ spelled_enum! {
         MetadataReady, ConsoleProxyReady, DeploymentReady, DBArchiveReady, NovaAPIReady,
         HPAReady, VPAReady, NetworkPolicyReady, HTTPRouteReady, MetadataHTTPRouteReady,
         ConsoleHTTPRouteReady, ExtraConfigHealthy, Ready,
+        /// Beyond the spec (issue 30): True while the pause annotation holds reconciliation;
+        /// absent otherwise.
+        Paused,
     }
 }
 
@@ -56,6 +59,8 @@ spelled_enum! {
     NovaComputeConditionType {
         NovaReady, NodesReady, ConfigReady, DaemonSetReady, VPAReady, AggregatesReady,
         ServicesReady, TraitsReady, ExtraConfigHealthy, Ready,
+        /// Beyond the spec (issue 30), as for a Nova.
+        Paused,
     }
 }
 
@@ -64,6 +69,8 @@ spelled_enum! {
     Reason {
         // The aggregate.
         AllReady, NotAllReady,
+        // Beyond the spec (issue 30): the pause annotation.
+        ReconciliationPaused,
         // Shared.
         TargetClusterUnavailable, CapabilityProbeFailed, ConfigError, ComputeAPIError,
         NovaComputeListError, NoOwnedKeysOverridden, OwnedKeysOverridden,
@@ -143,6 +150,7 @@ const fn vocab(true_reasons: &'static [Reason], false_reasons: &'static [Reason]
 }
 
 const AGGREGATE: Vocabulary = vocab(&[R::AllReady], &[R::NotAllReady]);
+const PAUSED: Vocabulary = vocab(&[R::ReconciliationPaused], &[]);
 const EXTRA_CONFIG: Vocabulary = vocab(&[R::NoOwnedKeysOverridden], &[R::OwnedKeysOverridden]);
 const VPA: Vocabulary = vocab(
     &[R::VPAReady, R::VPANotRequired],
@@ -254,6 +262,7 @@ impl NovaConditionType {
             N::HTTPRouteReady | N::MetadataHTTPRouteReady | N::ConsoleHTTPRouteReady => ROUTE,
             N::ExtraConfigHealthy => EXTRA_CONFIG,
             N::Ready => AGGREGATE,
+            N::Paused => PAUSED,
         }
     }
 }
@@ -345,6 +354,7 @@ impl NovaComputeConditionType {
             ),
             C::ExtraConfigHealthy => EXTRA_CONFIG,
             C::Ready => AGGREGATE,
+            C::Paused => PAUSED,
         }
     }
 }

@@ -74,6 +74,11 @@ pub const NOVA_COMPUTE_COMPONENT: &str = "nova-compute";
 pub const COMPUTE_CONFIG_MIRROR: &str = "nova.openstack.c5c3.io/compute-config-mirror";
 /// The Node label whose value is a node's availability zone.
 pub const ZONE: &str = "topology.kubernetes.io/zone";
+/// The annotation that pauses the reconciliation of a Nova or NovaCompute while it is `"true"`
+/// (a break-glass edit of its children); removing it resumes. A decision beyond the spec
+/// (issue 30), recorded in `controller/README.md`.
+pub const PAUSE_ANNOTATION: &str = "nova.openstack.c5c3.io/paused";
+
 /// The Node annotation through which the hypervisor operator takes a node's custom traits.
 pub const CUSTOM_TRAITS_ANNOTATION: &str = "nova.openstack.cloud.sap/custom-traits";
 

@@ -105,13 +105,13 @@ async fn render(
     }
 }
 
-/// The `conditions` subcommand's lines: each Nova condition type but Ready itself, with its
-/// `aggregated` and `step` tags.
+/// The `conditions` subcommand's lines: each Nova condition type but Ready itself and Paused
+/// (there only while the pause annotation holds), with its `aggregated` and `step` tags.
 fn condition_lines() -> Vec<String> {
     let steps = step_conditions();
     NovaConditionType::ALL
         .iter()
-        .filter(|&&condition| condition != NovaConditionType::Ready)
+        .filter(|&&c| c != NovaConditionType::Ready && c != NovaConditionType::Paused)
         .map(|condition| {
             let mut line = condition.as_str().to_owned();
             if Nova::aggregated().contains(condition) {

@@ -91,6 +91,7 @@ impl Reconciled for Nova {
 
     const FINALIZER: &'static str = FINALIZER;
     const TARGET_GATE: C = C::SecretsReady;
+    const PAUSED: C = C::Paused;
 
     fn aggregated() -> &'static [C] {
         &C::AGGREGATED

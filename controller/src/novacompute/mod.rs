@@ -127,6 +127,7 @@ impl Reconciled for NovaCompute {
 
     const FINALIZER: &'static str = FINALIZER;
     const TARGET_GATE: C = C::NovaReady;
+    const PAUSED: C = C::Paused;
 
     fn aggregated() -> &'static [C] {
         &C::AGGREGATED

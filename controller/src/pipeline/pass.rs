@@ -75,6 +75,8 @@ pub trait Reconciled:
     const FINALIZER: &'static str;
     /// The condition an unresolvable target cluster is reported on (the first gate).
     const TARGET_GATE: Self::Condition;
+    /// The condition a paused CR carries (`nova_api::labels::PAUSE_ANNOTATION`).
+    const PAUSED: Self::Condition;
 
     /// The sub-conditions whose conjunction is Ready.
     fn aggregated() -> &'static [Self::Condition];

@@ -126,6 +126,9 @@ pub async fn reconcile<K: Reconciled>(
         }
         return tear_down(&ctx, &api, &cr, deleted).await;
     }
+    if paused(&*cr) {
+        return hold(&ctx, &api, &cr).await;
+    }
     let cluster = match ctx.clusters.resolve(cr.target_cluster(), &namespace) {
         Ok(cluster) => cluster,
         Err(message) => {
@@ -155,6 +158,57 @@ pub async fn reconcile<K: Reconciled>(
     count_jobs(&ctx, &api, &*cr, &pass.records).await;
     let status = next_status(&*cr, pass.verdicts(), &pass.updates);
     finish(&ctx, &api, &cr, outcome, &status).await
+}
+
+/// The Normal event of a pause taking hold.
+pub const RECONCILIATION_PAUSED: &str = "ReconciliationPaused";
+
+/// Whether the CR carries the pause annotation with the value `"true"`.
+fn paused<K: Reconciled>(cr: &K) -> bool {
+    cr.annotations()
+        .get(nova_api::labels::PAUSE_ANNOTATION)
+        .is_some_and(|v| v == "true")
+}
+
+/// A paused CR: nothing is read or applied, only its Paused condition is written (with a
+/// Normal event when the pause takes hold), and it waits for a change of the CR (removing the
+/// annotation wakes it). Its other conditions and observedGeneration stay as the last
+/// reconcile left them. A deletion is not paused: the finalizers still run.
+async fn hold<K: Reconciled>(
+    ctx: &Context<K>,
+    api: &Api<K>,
+    cr: &Arc<K>,
+) -> Result<Action, ReconcileError> {
+    let mut status = cr.status().cloned().unwrap_or_default();
+    let conditions = K::conditions(&mut status);
+    let newly = !conditions
+        .iter()
+        .any(|c| c.type_ == K::PAUSED.as_str() && c.status == "True");
+    conditions::set(
+        conditions,
+        K::PAUSED.as_str(),
+        true,
+        Reason::ReconciliationPaused,
+        format!(
+            "reconciliation is paused by the annotation {}=true; remove it to resume",
+            nova_api::labels::PAUSE_ANNOTATION
+        ),
+        cr.meta().generation,
+    );
+    if newly {
+        tracing::info!("reconciliation paused by annotation");
+        let note = EventNote {
+            warning: false,
+            reason: RECONCILIATION_PAUSED,
+            note: format!(
+                "Reconciliation paused by {}; nothing is applied until it is removed",
+                nova_api::labels::PAUSE_ANNOTATION
+            ),
+        };
+        publish(ctx, cr, &[note]).await;
+    }
+    settle(ctx, api, cr, Ok(Flow::Continue), Some(&status)).await?;
+    Ok(Action::await_change())
 }
 
 /// The first gate False with `TargetClusterUnavailable`, written, and a flat 15 s requeue.
@@ -369,6 +423,8 @@ pub fn next_status<K: Reconciled>(
             generation,
         );
     }
+    // A pass that runs is not paused (`hold` handles a paused CR).
+    conditions.retain(|c| c.type_ != K::PAUSED.as_str());
     let aggregated: Vec<&str> = K::aggregated().iter().map(|c| c.as_str()).collect();
     conditions::aggregate_ready(conditions, &aggregated, generation);
     K::set_observed_generation(&mut status, generation);

@@ -17,6 +17,7 @@ mod nova_credentials;
 mod nova_data_retention;
 mod nova_database;
 mod nova_lifecycle;
+mod nova_pause;
 mod nova_steady_state;
 mod nova_workloads;
 mod novacompute_pool;
