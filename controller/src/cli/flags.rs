@@ -60,6 +60,11 @@ pub struct Flags {
         default_value = "text"
     )]
     pub log_format: LogFormat,
+    /// A file holding the log filter (`EnvFilter` syntax, as RUST_LOG), read at start and every
+    /// 5 s after: a changed content becomes the filter without a restart (the chart mounts its
+    /// logging ConfigMap here). Over RUST_LOG while it is readable and valid.
+    #[arg(long, env = "NOVA_CONTROLLER_LOG_FILTER_FILE")]
+    pub log_filter_file: Option<std::path::PathBuf>,
     /// The namespace of target-cluster registration Secrets; empty disables target clusters.
     #[arg(
         long,

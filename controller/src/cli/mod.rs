@@ -4,6 +4,7 @@
 
 mod admin;
 mod flags;
+mod logging;
 mod serve;
 mod subcommands;
 

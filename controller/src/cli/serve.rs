@@ -19,7 +19,8 @@ use nova_controller::{nova, novacompute};
 use tokio::sync::watch;
 
 use super::admin;
-use super::flags::{Flags, LogFormat};
+use super::flags::Flags;
+use super::logging;
 
 /// How long a shutdown waits for in-flight reconciles before the lease is handed back (inside
 /// the pod's default 30 s grace period).
@@ -27,7 +28,10 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Runs both controllers until a shutdown is requested or the lead is lost.
 pub async fn run(flags: Flags) -> anyhow::Result<()> {
-    init_logging(flags.log_format);
+    let (filter, in_force) = logging::init(flags.log_format, flags.log_filter_file.as_deref());
+    if let Some(path) = flags.log_filter_file.clone() {
+        tokio::spawn(logging::follow(path, filter, in_force));
+    }
     rustls::crypto::ring::default_provider()
         .install_default()
         .map_err(|_| anyhow::anyhow!("installing the rustls crypto provider failed"))?;
@@ -230,20 +234,6 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
         if stop.changed().await.is_err() {
             return;
         }
-    }
-}
-
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| "info,kube=warn".into());
-    // Colour only on a terminal: a log collector must never see escape codes.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
     }
 }
 

@@ -967,3 +967,47 @@ fn every_alert_links_a_runbook_that_exists() {
         .collect();
     assert_eq!(written, linked, "a runbook without its alert");
 }
+
+/// The controller follows its log filter in a ConfigMap of its own, mounted where its
+/// `--log-filter-file` points; `controller.logLevel` fills it.
+#[test]
+fn the_controller_follows_its_log_filter_in_a_configmap() {
+    let docs = render(&["--set", "controller.logLevel=debug\\,kube=info"]);
+    let config = find(&docs, "ConfigMap", "nova-operator-controller-logging");
+    assert_eq!(config["data"]["filter"], "debug,kube=info");
+    let deployment = find(&docs, "Deployment", "nova-operator-controller");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args = strings(&container["args"]);
+    let file = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--log-filter-file="))
+        .expect("--log-filter-file");
+    let mount = container["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["name"] == "logging")
+        .expect("the logging mount");
+    assert_eq!(
+        Some(file),
+        mount["mountPath"]
+            .as_str()
+            .map(|dir| format!("{dir}/filter"))
+            .as_deref()
+    );
+    let volume = pod["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == "logging")
+        .expect("the logging volume");
+    assert_eq!(
+        volume["configMap"]["name"],
+        "nova-operator-controller-logging"
+    );
+    assert!(
+        !container["env"].to_string().contains("RUST_LOG"),
+        "the file is the one source of the filter"
+    );
+}
