@@ -423,6 +423,8 @@ mod tests {
                 tag: Some("2026.1".into()),
                 digest: None,
             },
+            image_pull_secrets: None,
+            pod_metadata: None,
             api_database: db("nova_api"),
             database: db("nova"),
             cache: CacheSpec {

@@ -13,6 +13,14 @@ pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// `app.kubernetes.io/component`.
 pub const COMPONENT: &str = "app.kubernetes.io/component";
 
+/// The prefix of the annotations the operator stamps on a Nova's pod templates (credential
+/// digests, the installed release); `spec.podMetadata.annotations` cannot use it.
+pub const POD_ANNOTATION_PREFIX: &str = "nova.c5c3.io/";
+
+/// The label keys the operator sets on a Nova's pods and selects them by;
+/// `spec.podMetadata.labels` cannot set them.
+pub const POD_LABELS: [&str; 4] = [NAME, INSTANCE, MANAGED_BY, COMPONENT];
+
 /// The service app name of every Nova child.
 pub const NOVA_APP: &str = "nova";
 /// The manager of every Nova child.

@@ -105,14 +105,15 @@ pub fn pod_template(
     let placement = pod::job_placement(inputs.spec);
     let annotations = pod::annotations(inputs, Role::Job);
     PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(maintenance_labels(inputs.name, component)),
-            annotations: (!annotations.is_empty()).then_some(annotations),
-            ..Default::default()
-        }),
+        metadata: Some(pod::pod_metadata(
+            inputs.spec,
+            maintenance_labels(inputs.name, component),
+            annotations,
+        )),
         spec: Some(PodSpec {
             restart_policy: Some(restart_policy.to_owned()),
             containers: vec![container],
+            image_pull_secrets: pod::image_pull_secrets(inputs.spec),
             volumes: Some(pod::volumes(inputs, Role::Job)),
             security_context: Some(pod::pod_security_context()),
             node_selector: placement.node_selector,

@@ -17,13 +17,13 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
     Affinity, Capabilities, ConfigMapVolumeSource, Container, EmptyDirVolumeSource, EnvVar,
-    EnvVarSource, ExecAction, KeyToPath, Lifecycle, LifecycleHandler, PodSecurityContext,
-    ProjectedVolumeSource, ResourceRequirements, SeccompProfile, SecretKeySelector,
-    SecretProjection, SecurityContext, Toleration, TopologySpreadConstraint, Volume, VolumeMount,
-    VolumeProjection,
+    EnvVarSource, ExecAction, KeyToPath, Lifecycle, LifecycleHandler, LocalObjectReference,
+    PodSecurityContext, ProjectedVolumeSource, ResourceRequirements, SeccompProfile,
+    SecretKeySelector, SecretProjection, SecurityContext, Toleration, TopologySpreadConstraint,
+    Volume, VolumeMount, VolumeProjection,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use nova_api::defaults::{
     DEFAULT_GRACE_SECONDS, DEFAULT_PRE_STOP_SECONDS, DEFAULT_UWSGI_PROCESSES,
     DEFAULT_UWSGI_THREADS, DEFAULT_WORKERS, RPC_DRAIN_GRACE_SECONDS, SHARED_REPLICAS,
@@ -68,6 +68,39 @@ pub mod annotations {
     pub const METADATA_SECRET: &str = "nova.c5c3.io/metadata-secret-hash";
     /// status.installedRelease (every role but the API).
     pub const INSTALLED_RELEASE: &str = "nova.c5c3.io/installed-release";
+}
+
+/// A Nova pod's metadata: the operator's labels and annotations, with `spec.podMetadata`'s
+/// beside them. The webhook refuses a spec key the operator sets; should one get past it, the
+/// operator's value wins, so a selector or a digest is never replaced. Empty maps are left out.
+pub fn pod_metadata(
+    spec: &NovaSpec,
+    mut labels: BTreeMap<String, String>,
+    mut annotations: BTreeMap<String, String>,
+) -> ObjectMeta {
+    let extra = spec.pod_metadata.as_ref();
+    for (key, value) in extra.and_then(|m| m.labels.as_ref()).into_iter().flatten() {
+        labels.entry(key.clone()).or_insert_with(|| value.clone());
+    }
+    for (key, value) in extra
+        .and_then(|m| m.annotations.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        annotations
+            .entry(key.clone())
+            .or_insert_with(|| value.clone());
+    }
+    ObjectMeta {
+        labels: (!labels.is_empty()).then_some(labels),
+        annotations: (!annotations.is_empty()).then_some(annotations),
+        ..Default::default()
+    }
+}
+
+/// `spec.imagePullSecrets`, as a pod spec takes them (left out when none are named).
+pub fn image_pull_secrets(spec: &NovaSpec) -> Option<Vec<LocalObjectReference>> {
+    spec.image_pull_secrets.clone().filter(|s| !s.is_empty())
 }
 
 /// The credential digests stamped on pod templates; an empty one is not stamped.
@@ -857,6 +890,93 @@ mod tests {
         names.extend(PASSWORDS);
         names.extend(tail);
         names.into_iter().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn every_pod_template_takes_the_pull_secrets_and_the_extra_metadata_beside_the_operators() {
+        let mut spec = example().spec;
+        let plain = with(&spec, &digests(), |inputs| {
+            (
+                super::super::workloads::pod_template(inputs, Role::Scheduler),
+                super::super::db_jobs::pod_template(
+                    inputs,
+                    "db-sync",
+                    Vec::new(),
+                    Vec::new(),
+                    "Never",
+                ),
+            )
+        });
+        spec.image_pull_secrets = Some(vec![LocalObjectReference {
+            name: "registry".into(),
+        }]);
+        spec.pod_metadata = Some(nova_api::v1alpha1::PodMetadataSpec {
+            labels: Some(BTreeMap::from([
+                ("sidecar.istio.io/inject".to_owned(), "true".to_owned()),
+                (nova_api::labels::INSTANCE.to_owned(), "other".to_owned()),
+            ])),
+            annotations: Some(BTreeMap::from([(
+                "vault.hashicorp.com/agent-inject".to_owned(),
+                "true".to_owned(),
+            )])),
+        });
+        let (deployment, job) = with(&spec, &digests(), |inputs| {
+            (
+                super::super::workloads::pod_template(inputs, Role::Scheduler),
+                super::super::db_jobs::pod_template(
+                    inputs,
+                    "db-sync",
+                    Vec::new(),
+                    Vec::new(),
+                    "Never",
+                ),
+            )
+        });
+        for (template, before) in [(&deployment, &plain.0), (&job, &plain.1)] {
+            let meta = template.metadata.clone().unwrap_or_default();
+            let labels = meta.labels.unwrap_or_default();
+            assert_eq!(labels["sidecar.istio.io/inject"], "true");
+            assert_eq!(
+                labels[nova_api::labels::INSTANCE],
+                "nova",
+                "the operator's label wins"
+            );
+            let annotations = meta.annotations.unwrap_or_default();
+            assert_eq!(annotations["vault.hashicorp.com/agent-inject"], "true");
+            let before_annotations = before.metadata.clone().unwrap_or_default().annotations;
+            for (key, value) in before_annotations.unwrap_or_default() {
+                assert_eq!(annotations[&key], value, "the operator's {key} stays");
+            }
+            let secrets = template
+                .spec
+                .as_ref()
+                .and_then(|s| s.image_pull_secrets.clone());
+            assert_eq!(secrets.unwrap_or_default()[0].name, "registry");
+            assert!(
+                before
+                    .spec
+                    .as_ref()
+                    .is_some_and(|s| s.image_pull_secrets.is_none()),
+                "none named, none set: an unchanged Nova's templates stay byte-identical"
+            );
+        }
+    }
+
+    #[test]
+    fn the_operators_pod_annotations_share_the_prefix_the_webhook_reserves() {
+        for key in [
+            annotations::API_DB_CONNECTION,
+            annotations::DB_CONNECTION,
+            annotations::AUTHTOKEN,
+            annotations::TRANSPORT_URL,
+            annotations::METADATA_SECRET,
+            annotations::INSTALLED_RELEASE,
+        ] {
+            assert!(
+                key.starts_with(nova_api::labels::POD_ANNOTATION_PREFIX),
+                "{key}"
+            );
+        }
     }
 
     #[test]

@@ -235,13 +235,14 @@ pub fn pod_template(inputs: &PodInputs<'_>, role: Role) -> PodTemplateSpec {
     let placement = pod::deployment_placement(block);
     let annotations = pod::annotations(inputs, role);
     PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(pod_labels(inputs.name, role)),
-            annotations: (!annotations.is_empty()).then_some(annotations),
-            ..Default::default()
-        }),
+        metadata: Some(pod::pod_metadata(
+            spec,
+            pod_labels(inputs.name, role),
+            annotations,
+        )),
         spec: Some(PodSpec {
             containers: vec![workload_container(inputs, role)],
+            image_pull_secrets: pod::image_pull_secrets(spec),
             volumes: Some(pod::volumes(inputs, role)),
             security_context: Some(pod::pod_security_context()),
             termination_grace_period_seconds: Some(role.grace_seconds(spec)),

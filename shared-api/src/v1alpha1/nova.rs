@@ -3,6 +3,7 @@
 use super::upstream::Upstream;
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::LocalObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -83,6 +84,16 @@ pub struct NovaSpec {
     pub open_stack_release: String,
     /// The image every process runs: the Deployments, the migration Jobs and the archive CronJob.
     pub image: ImageSpec,
+    /// Secrets in the Nova's namespace (on its target cluster, when it has one) holding the
+    /// registry credentials to pull the image; set on every pod the Nova runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16))]
+    #[schemars(with = "Upstream<Option<Vec<LocalObjectReference>>>")]
+    pub image_pull_secrets: Option<Vec<LocalObjectReference>>,
+    /// Extra labels and annotations on every pod the Nova runs (a service mesh's, a secrets
+    /// agent's); the operator's own keys cannot be set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_metadata: Option<PodMetadataSpec>,
     /// The nova_api schema connection; the schema name and the mode are immutable.
     #[x_kube(validation = ("self.database == oldSelf.database", "apiDatabase.database is immutable: the schema holds the cell map and every instance mapping"))]
     #[x_kube(validation = ("has(self.clusterRef) == has(oldSelf.clusterRef)", "apiDatabase mode (managed clusterRef vs brownfield host) is immutable"))]
@@ -366,6 +377,20 @@ pub struct NovaStatus {
     /// The remote compute-contract Secret, while spec.remoteCompute is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_compute_config_secret_ref: Option<LocalSecretRef>,
+}
+
+/// Extra metadata on every pod of a Nova.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PodMetadataSpec {
+    /// Labels added to every pod; not the app.kubernetes.io keys the operator selects by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxProperties" = 64))]
+    pub labels: Option<BTreeMap<String, String>>,
+    /// Annotations added to every pod; not the operator's nova.c5c3.io digests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxProperties" = 64))]
+    pub annotations: Option<BTreeMap<String, String>>,
 }
 
 /// One mapped cell.

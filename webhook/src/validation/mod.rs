@@ -10,6 +10,7 @@ pub mod deployment;
 pub mod extra_config;
 pub mod nova;
 pub mod novacompute;
+pub mod pod_metadata;
 pub mod quantity;
 pub mod urls;
 

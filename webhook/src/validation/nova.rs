@@ -186,6 +186,7 @@ fn spec_rules(
         warnings,
     );
     common::image(&root.child("image"), &spec.image, errors);
+    super::pod_metadata::rules(&root, spec, errors);
     database_rules(&root, spec, old, errors);
     common::cache(&root.child("cache"), &spec.cache, errors);
     common::messaging(&root.child("messaging"), &spec.messaging, errors);

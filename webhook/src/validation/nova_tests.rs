@@ -7,13 +7,15 @@ use k8s_openapi::api::apps::v1::{DeploymentStrategy, RollingUpdateDeployment};
 use k8s_openapi::api::autoscaling::v2::{
     HPAScalingPolicy, HPAScalingRules, HorizontalPodAutoscalerBehavior,
 };
-use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration, TopologySpreadConstraint};
+use k8s_openapi::api::core::v1::{
+    LocalObjectReference, ResourceRequirements, Toleration, TopologySpreadConstraint,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use nova_api::v1alpha1::{
     AutoscalingSpec, ClusterRef, CredentialsMode, DBArchiveSpec, EndpointOverrideSpec,
     GatewayParentRefSpec, GatewaySpec, JobSpec, LoggingSpec, MessagingTLSSpec, NetworkPolicySpec,
-    NovaEndpointsSpec, NovaRemoteComputeSpec, SecretRefSpec, SecretStoreRefSpec,
+    NovaEndpointsSpec, NovaRemoteComputeSpec, PodMetadataSpec, SecretRefSpec, SecretStoreRefSpec,
     TargetClusterRefSpec, VPAUpdateMode, VerticalAutoscalingSpec,
 };
 use pretty_assertions::assert_eq;
@@ -1945,4 +1947,61 @@ fn the_claim_check_fails_closed_on_both_schema_fields_when_the_novas_cannot_be_l
             "spec.database.database: Internal error: cannot verify that no other Nova uses this schema: the Kubernetes API did not answer within 3s",
         ]
     );
+}
+
+fn pod_metadata(labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> Option<PodMetadataSpec> {
+    Some(PodMetadataSpec {
+        labels: Some(self::labels(labels)),
+        annotations: Some(self::labels(annotations)),
+    })
+}
+
+#[test]
+fn pull_secrets_and_pod_metadata_follow_the_api_servers_grammar_and_leave_the_operators_keys() {
+    check_cases(&[
+        Case {
+            name: "a mesh's label and a secrets agent's annotation",
+            edit: |n| {
+                n.spec.pod_metadata = pod_metadata(
+                    &[("sidecar.istio.io/inject", "true")],
+                    &[("vault.hashicorp.com/agent-inject", "true")],
+                );
+                n.spec.image_pull_secrets = Some(vec![LocalObjectReference {
+                    name: "registry-credentials".into(),
+                }]);
+            },
+            want: &[],
+        },
+        Case {
+            name: "the operator's label and annotation",
+            edit: |n| {
+                n.spec.pod_metadata = pod_metadata(
+                    &[("app.kubernetes.io/component", "api")],
+                    &[("nova.c5c3.io/transport-url-hash", "0")],
+                )
+            },
+            want: &[
+                r#"spec.podMetadata.labels: Invalid value: "app.kubernetes.io/component": the operator sets this label on every pod and selects the pods by it"#,
+                r#"spec.podMetadata.annotations: Invalid value: "nova.c5c3.io/transport-url-hash": annotations under nova.c5c3.io/ are the operator's (its credential digests roll the pods)"#,
+            ],
+        },
+        Case {
+            name: "bad grammar",
+            edit: |n| {
+                n.spec.pod_metadata = pod_metadata(&[("team", "a b")], &[("bad key!", "x")]);
+                n.spec.image_pull_secrets = Some(vec![
+                    LocalObjectReference { name: "".into() },
+                    LocalObjectReference {
+                        name: "Registry".into(),
+                    },
+                ]);
+            },
+            want: &[
+                r#"spec.imagePullSecrets[0].name: Required value: the name of a Secret in the Nova's namespace"#,
+                r#"spec.imagePullSecrets[1].name: Invalid value: "Registry": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"#,
+                r#"spec.podMetadata.labels[team]: Invalid value: "a b": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"#,
+                r#"spec.podMetadata.annotations: Invalid value: "bad key!": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"#,
+            ],
+        },
+    ]);
 }
