@@ -10,4 +10,5 @@ pub mod ini_text;
 pub mod labels;
 pub mod names;
 pub mod owned_keys;
+pub mod reference;
 pub mod v1alpha1;

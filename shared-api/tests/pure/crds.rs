@@ -740,3 +740,16 @@ fn both_kinds_have_short_names_and_the_openstack_category() {
         );
     }
 }
+
+/// The generated conditions reference is committed as `refgen` writes it.
+#[test]
+fn the_conditions_reference_is_current() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let path = root.join(nova_api::reference::CONDITIONS_REFERENCE);
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == nova_api::reference::conditions_markdown(),
+        "{} is stale: run `cargo run -p nova-api --bin refgen`",
+        path.display()
+    );
+}
