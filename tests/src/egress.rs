@@ -92,10 +92,7 @@ fn tunnel(client: UnixStream, subnets: &[&str]) {
         let _ = client.write_all(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n");
         return;
     };
-    let t0 = std::time::Instant::now();
-    let dialed = TcpStream::connect_timeout(&destination, CONNECT_TIMEOUT);
-    eprintln!("[egress DEBUG] {:?} CONNECT {target}: {:?} after {:?}", std::time::SystemTime::now(), dialed.as_ref().map(|_| ()).map_err(|e| e.to_string()), t0.elapsed());
-    let Ok(upstream) = dialed else {
+    let Ok(upstream) = TcpStream::connect_timeout(&destination, CONNECT_TIMEOUT) else {
         let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n");
         return;
     };
