@@ -111,7 +111,7 @@ pub(crate) async fn available(client: &Client, ns: &str, name: &str) -> Deployme
 
 /// The API server calls the validating webhook through the Service: a Nova only the webhook
 /// rejects is denied with its message.
-async fn webhook_denies(client: &Client, ns: &str) {
+pub(crate) async fn webhook_denies(client: &Client, ns: &str) {
     webhook_denies_within(client, ns, Duration::from_secs(60)).await;
 }
 

@@ -22,7 +22,9 @@ use nova_test_harness::node;
 use nova_testkit::prelude::*;
 use serde_json::json;
 
-use crate::chart_install::{available, helm_ok, on_the_real_node, scoped_install_args};
+use crate::chart_install::{
+    available, helm_ok, on_the_real_node, scoped_install_args, webhook_denies,
+};
 
 /// The webhook container's memory limit in the chart's values.
 const WEBHOOK_MEMORY_LIMIT: u64 = 128 * 1024 * 1024;
@@ -103,6 +105,10 @@ async fn the_webhook_stays_up_under_an_exhaustion_flood_from_the_cluster() {
         &scoped_install_args("nova-flood", &ns, &chart),
     );
     available(&client, &ns, "nova-flood-nova-operator-webhook").await;
+    // The Deployment is Available before kube-proxy maps its Service to the pod: until then the
+    // API server's calls are refused (a run's first reviews failed so). The flood starts once
+    // the API server reaches the webhook through the Service.
+    webhook_denies(&client, &ns).await;
     let webhook = webhook_pod(&client, &ns).await;
     let ip = webhook
         .status
