@@ -100,7 +100,7 @@ metadata:
 {{- with .Values.imagePullSecrets }}
 imagePullSecrets:
 {{- range . }}
-  - name: {{ kindIs "string" . | ternary . (get . "name") }}
+  - name: {{ if kindIs "string" . }}{{ . }}{{ else }}{{ .name }}{{ end }}
 {{- end }}
 {{- end }}
 {{- end }}
