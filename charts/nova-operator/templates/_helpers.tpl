@@ -45,30 +45,87 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- default .Release.Namespace .Values.rbac.watchNamespace }}
 {{- end }}
 
-{{/* A component's image reference; call with (list $ .Values.controller.image). */}}
+{{/*
+A component's image reference: repository@digest when a digest is set (the tag is then
+ignored), else repository:tag; call with (list $ .Values.controller.image).
+*/}}
 {{- define "nova-operator.image" -}}
 {{- $ := index . 0 }}{{ $image := index . 1 }}
+{{- if $image.digest }}
+{{- printf "%s@%s" $image.repository $image.digest }}
+{{- else }}
 {{- printf "%s:%s" $image.repository (default $.Chart.AppVersion $image.tag) }}
 {{- end }}
-
-{{/* The hardened container security context both binaries run with. */}}
-{{- define "nova-operator.containerSecurityContext" -}}
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-runAsNonRoot: true
-capabilities:
-  drop: [ALL]
-seccompProfile:
-  type: RuntimeDefault
 {{- end }}
 
-{{/* The pod security context both binaries run with (the images' non-root user). */}}
+{{/*
+The ServiceAccount one component runs under; call with (list $ "controller" .Values.controller).
+serviceAccount.name when set (created under that name, or pre-created when create is false),
+else <fullname>-<component>; create=false without a name is refused.
+*/}}
+{{- define "nova-operator.serviceAccountName" -}}
+{{- $ := index . 0 }}{{ $component := index . 1 }}{{ $sa := (index . 2).serviceAccount }}
+{{- if $sa.name }}
+{{- $sa.name }}
+{{- else if $sa.create }}
+{{- include "nova-operator.fullname" $ }}-{{ $component }}
+{{- else }}
+{{- fail (printf "%s.serviceAccount.name must name the pre-created ServiceAccount when %s.serviceAccount.create is false" $component $component) }}
+{{- end }}
+{{- end }}
+
+{{/*
+One component's ServiceAccount, unless serviceAccount.create is false; call with
+(list $ "controller" .Values.controller).
+*/}}
+{{- define "nova-operator.serviceAccount" -}}
+{{- $ := index . 0 }}{{ $component := index . 1 }}{{ $values := index . 2 }}
+{{- if $values.serviceAccount.create }}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ include "nova-operator.serviceAccountName" . }}
+  namespace: {{ $.Release.Namespace }}
+  labels:
+    {{- include "nova-operator.componentLabels" (list $ $component) | nindent 4 }}
+  {{- with $values.serviceAccount.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The pods' imagePullSecrets (top-level imagePullSecrets: names, or {name: ...}). */}}
+{{- define "nova-operator.imagePullSecrets" -}}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+{{- range . }}
+  - name: {{ if kindIs "string" . }}{{ . }}{{ else }}{{ .name }}{{ end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+A component's container security context (<component>.containerSecurityContext, by default the
+hardened one: no privilege escalation, read-only root filesystem, non-root, no capabilities,
+RuntimeDefault seccomp); call with (list $ .Values.controller).
+*/}}
+{{- define "nova-operator.containerSecurityContext" -}}
+{{- toYaml ((index . 1).containerSecurityContext | default dict) }}
+{{- end }}
+
+{{/*
+A component's pod security context (<component>.podSecurityContext, by default the images'
+non-root user 65532 and RuntimeDefault seccomp). With openshift=true, runAsUser and runAsGroup
+are left out: the restricted SCC assigns the namespace's UID and GID. Call with
+(list $ .Values.controller).
+*/}}
 {{- define "nova-operator.podSecurityContext" -}}
-runAsNonRoot: true
-runAsUser: 65532
-runAsGroup: 65532
-seccompProfile:
-  type: RuntimeDefault
+{{- $ := index . 0 }}{{ $sc := (index . 1).podSecurityContext | default dict }}
+{{- if $.Values.openshift }}
+{{- $sc = omit $sc "runAsUser" "runAsGroup" }}
+{{- end }}
+{{- toYaml $sc }}
 {{- end }}
 
 {{/*

@@ -18,7 +18,8 @@ use prometheus::core::Collector as _;
 use serde_json::Value;
 
 /// The value sets every chart test renders: the defaults, cert-manager, the namespace scope,
-/// HA replicas, and monitoring on.
+/// HA replicas, monitoring on, and the SRE knobs at once (extra args, env, volumes and mounts,
+/// digests, pull secrets, ServiceAccount annotations, OpenShift, NetworkPolicies).
 const VALUE_SETS: &[(&str, &[&str])] = &[
     ("defaults", &[]),
     (
@@ -42,6 +43,47 @@ const VALUE_SETS: &[(&str, &[&str])] = &[
             "metrics.serviceMonitor.enabled=true",
             "--set",
             "metrics.prometheusRule.enabled=true",
+        ],
+    ),
+    (
+        "extended",
+        &[
+            "--set-json",
+            r#"controller.extraArgs=["--clusters-namespace=platform-clusters"]"#,
+            "--set-json",
+            r#"webhook.extraArgs=["--max-connections=256"]"#,
+            "--set-json",
+            r#"controller.extraEnv=[{"name":"HTTPS_PROXY","value":"http://proxy.example.org:3128"}]"#,
+            "--set-json",
+            r#"webhook.extraEnv=[{"name":"TZ","value":"UTC"}]"#,
+            "--set-json",
+            r#"controller.extraVolumes=[{"name":"ca-bundle","configMap":{"name":"openstack-ca"}}]"#,
+            "--set-json",
+            r#"controller.extraVolumeMounts=[{"name":"ca-bundle","mountPath":"/etc/nova-controller/ca","readOnly":true}]"#,
+            "--set-json",
+            r#"webhook.extraVolumes=[{"name":"tmp","emptyDir":{}}]"#,
+            "--set-json",
+            r#"webhook.extraVolumeMounts=[{"name":"tmp","mountPath":"/tmp"}]"#,
+            "--set",
+            "controller.image.digest=sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            "--set",
+            "webhook.image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            "--set",
+            "imagePullSecrets[0]=registry-credentials",
+            "--set-json",
+            r#"controller.serviceAccount.annotations={"iam.gke.io/gcp-service-account":"nova-operator@example.iam.gserviceaccount.com"}"#,
+            "--set-json",
+            r#"webhook.serviceAccount.annotations={"eks.amazonaws.com/role-arn":"arn:aws:iam::123456789012:role/nova-webhook"}"#,
+            "--set",
+            "openshift=true",
+            "--set",
+            "networkPolicy.enabled=true",
+            "--set-json",
+            r#"networkPolicy.metricsFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]"#,
+            "--set-json",
+            r#"networkPolicy.webhook.ingressFrom=[{"ipBlock":{"cidr":"10.0.0.0/8"}}]"#,
+            "--set-json",
+            r#"networkPolicy.egress=[{"ports":[{"port":53,"protocol":"UDP"},{"port":53,"protocol":"TCP"}]},{"ports":[{"port":443,"protocol":"TCP"},{"port":6443,"protocol":"TCP"}]}]"#,
         ],
     ),
 ];
@@ -703,6 +745,11 @@ fn the_schema_rejects_unknown_and_mistyped_values() {
         ("webhook.replicas=two", "replicas"),
         ("rbac.scope=everywhere", "scope"),
         ("metrics.dashbord.enabled=true", "dashbord"),
+        ("controller.image.digest=sha256:abc", "digest"),
+        ("webhook.extraArgs=--verbose", "extraArgs"),
+        ("openshift=yes", "openshift"),
+        ("controller.podSecurityContext.runAsUsr=0", "runAsUsr"),
+        ("networkPolicy.enable=true", "enable"),
     ] {
         let err = helm::template(home().path(), NAMESPACE, &["--set", set])
             .expect_err(&format!("{set} must be rejected"))
@@ -1010,4 +1057,556 @@ fn the_controller_follows_its_log_filter_in_a_configmap() {
         !container["env"].to_string().contains("RUST_LOG"),
         "the file is the one source of the filter"
     );
+}
+
+/// The pod spec of one of the two Deployments.
+fn pod_spec<'a>(docs: &'a [Value], deployment: &str) -> &'a Value {
+    &find(docs, "Deployment", deployment)["spec"]["template"]["spec"]
+}
+
+/// A digest pins the image (`repository@digest`, the tag ignored); without one the reference
+/// stays `repository:tag`.
+#[test]
+fn a_digest_pins_the_image() {
+    const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    let docs = render(&[
+        "--set",
+        &format!("controller.image.digest={DIGEST}"),
+        "--set",
+        "controller.image.tag=9.9.9",
+        "--set",
+        "webhook.image.tag=9.9.9",
+    ]);
+    assert_eq!(
+        pod_spec(&docs, "nova-operator-controller")["containers"][0]["image"],
+        format!("localhost/nova-operator/nova-controller@{DIGEST}")
+    );
+    assert_eq!(
+        pod_spec(&docs, "nova-operator-webhook")["containers"][0]["image"],
+        "localhost/nova-operator/nova-webhook:9.9.9",
+        "the webhook has no digest: its tag"
+    );
+    let docs = render(&[]);
+    for (deployment, repository) in [
+        (
+            "nova-operator-controller",
+            "localhost/nova-operator/nova-controller:",
+        ),
+        (
+            "nova-operator-webhook",
+            "localhost/nova-operator/nova-webhook:",
+        ),
+    ] {
+        let image = pod_spec(&docs, deployment)["containers"][0]["image"]
+            .as_str()
+            .expect("image")
+            .to_owned();
+        assert!(
+            image.starts_with(repository) && !image.contains('@'),
+            "{deployment}: {image}"
+        );
+    }
+}
+
+/// extraArgs, extraEnv, extraVolumes and extraVolumeMounts come after what the chart renders
+/// itself: the controller's logging ConfigMap and, with cert-manager, the webhook's
+/// certificate stay first.
+#[test]
+fn extra_args_env_and_volumes_come_after_the_charts_own() {
+    let extra = [
+        "--set-json",
+        r#"controller.extraArgs=["--clusters-namespace=platform-clusters","--health-check-address=10.0.0.1:6443"]"#,
+        "--set-json",
+        r#"webhook.extraArgs=["--max-connections=256"]"#,
+        "--set-json",
+        r#"controller.extraEnv=[{"name":"HTTPS_PROXY","value":"http://proxy.example.org:3128"}]"#,
+        "--set-json",
+        r#"webhook.extraEnv=[{"name":"TZ","value":"UTC"}]"#,
+        "--set-json",
+        r#"controller.extraVolumes=[{"name":"ca-bundle","configMap":{"name":"openstack-ca"}}]"#,
+        "--set-json",
+        r#"controller.extraVolumeMounts=[{"name":"ca-bundle","mountPath":"/etc/nova-controller/ca","readOnly":true}]"#,
+        "--set-json",
+        r#"webhook.extraVolumes=[{"name":"tmp","emptyDir":{}}]"#,
+        "--set-json",
+        r#"webhook.extraVolumeMounts=[{"name":"tmp","mountPath":"/tmp"}]"#,
+    ];
+    let base = render(&[]);
+    let docs = render(&extra);
+
+    // Arguments: the chart's own, unchanged, then the extra ones in their order.
+    for (deployment, added) in [
+        (
+            "nova-operator-controller",
+            vec![
+                "--clusters-namespace=platform-clusters",
+                "--health-check-address=10.0.0.1:6443",
+            ],
+        ),
+        ("nova-operator-webhook", vec!["--max-connections=256"]),
+    ] {
+        let mut want = strings(&pod_spec(&base, deployment)["containers"][0]["args"]);
+        assert!(!want.is_empty(), "{deployment} has arguments of its own");
+        want.extend(added.into_iter().map(str::to_owned));
+        assert_eq!(
+            strings(&pod_spec(&docs, deployment)["containers"][0]["args"]),
+            want,
+            "{deployment}"
+        );
+    }
+
+    // Environment: the chart's variables first.
+    let controller = &pod_spec(&docs, "nova-operator-controller")["containers"][0];
+    assert_eq!(
+        controller["env"],
+        serde_json::json!([
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "HTTPS_PROXY", "value": "http://proxy.example.org:3128"}
+        ])
+    );
+    let webhook = &pod_spec(&docs, "nova-operator-webhook")["containers"][0];
+    let names: Vec<&str> = webhook["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    assert_eq!(names, ["RUST_LOG", "NOVA_WEBHOOK_NAMESPACE", "TZ"]);
+
+    // Volumes and mounts: the logging ConfigMap first.
+    let names = |list: &Value| -> Vec<String> {
+        list.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let pod = pod_spec(&docs, "nova-operator-controller");
+    assert_eq!(names(&pod["volumes"]), ["logging", "ca-bundle"]);
+    assert_eq!(
+        pod["volumes"][1],
+        serde_json::json!({"name": "ca-bundle", "configMap": {"name": "openstack-ca"}})
+    );
+    assert_eq!(names(&controller["volumeMounts"]), ["logging", "ca-bundle"]);
+    assert_eq!(
+        controller["volumeMounts"][1],
+        serde_json::json!({"name": "ca-bundle", "mountPath": "/etc/nova-controller/ca", "readOnly": true})
+    );
+    // The self-signed webhook mounts nothing of its own: only the extra volume.
+    assert_eq!(
+        names(&pod_spec(&docs, "nova-operator-webhook")["volumes"]),
+        ["tmp"]
+    );
+    assert_eq!(names(&webhook["volumeMounts"]), ["tmp"]);
+    // With cert-manager its certificate comes first.
+    let mut with_cert_manager = extra.to_vec();
+    with_cert_manager.extend(["--set", "webhook.certificate.certManager.enabled=true"]);
+    let docs = render(&with_cert_manager);
+    let pod = pod_spec(&docs, "nova-operator-webhook");
+    assert_eq!(names(&pod["volumes"]), ["tls", "tmp"]);
+    assert_eq!(names(&pod["containers"][0]["volumeMounts"]), ["tls", "tmp"]);
+    assert_eq!(pod["containers"][0]["volumeMounts"][0]["mountPath"], "/tls");
+}
+
+/// Both pods pull with the top-level imagePullSecrets, given as names or as {name: ...}; none
+/// by default.
+#[test]
+fn both_pods_pull_with_the_image_pull_secrets() {
+    let docs = render(&[
+        "--set-json",
+        r#"imagePullSecrets=["registry-credentials",{"name":"mirror-credentials"}]"#,
+    ]);
+    for deployment in ["nova-operator-controller", "nova-operator-webhook"] {
+        assert_eq!(
+            pod_spec(&docs, deployment)["imagePullSecrets"],
+            serde_json::json!([{"name": "registry-credentials"}, {"name": "mirror-credentials"}]),
+            "{deployment}"
+        );
+    }
+    let docs = render(&[]);
+    for deployment in ["nova-operator-controller", "nova-operator-webhook"] {
+        assert!(
+            pod_spec(&docs, deployment)
+                .get("imagePullSecrets")
+                .is_none(),
+            "{deployment}"
+        );
+    }
+}
+
+/// The security contexts default to the hardened ones; `openshift=true` leaves runAsUser and
+/// runAsGroup out of the pod's (the restricted SCC assigns them) and keeps the rest.
+#[test]
+fn openshift_leaves_the_uid_and_gid_to_the_scc() {
+    let hardened = serde_json::json!({
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "runAsNonRoot": true,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"}
+    });
+    let base = render(&[]);
+    let openshift = render(&["--set", "openshift=true"]);
+    for deployment in ["nova-operator-controller", "nova-operator-webhook"] {
+        assert_eq!(
+            pod_spec(&base, deployment)["securityContext"],
+            serde_json::json!({
+                "runAsNonRoot": true,
+                "runAsUser": 65532,
+                "runAsGroup": 65532,
+                "seccompProfile": {"type": "RuntimeDefault"}
+            }),
+            "{deployment}: the defaults"
+        );
+        assert_eq!(
+            pod_spec(&openshift, deployment)["securityContext"],
+            serde_json::json!({
+                "runAsNonRoot": true,
+                "seccompProfile": {"type": "RuntimeDefault"}
+            }),
+            "{deployment}: OpenShift assigns the UID and GID"
+        );
+        for docs in [&base, &openshift] {
+            assert_eq!(
+                pod_spec(docs, deployment)["containers"][0]["securityContext"],
+                hardened,
+                "{deployment}"
+            );
+        }
+    }
+    // A value is merged into the defaults; null drops a key.
+    let docs = render(&[
+        "--set",
+        "controller.podSecurityContext.fsGroup=65532",
+        "--set",
+        "webhook.containerSecurityContext.readOnlyRootFilesystem=null",
+    ]);
+    let controller = &pod_spec(&docs, "nova-operator-controller")["securityContext"];
+    assert_eq!(controller["fsGroup"], 65532);
+    assert_eq!(controller["runAsUser"], 65532);
+    let webhook = &pod_spec(&docs, "nova-operator-webhook")["containers"][0]["securityContext"];
+    assert!(webhook.get("readOnlyRootFilesystem").is_none(), "{webhook}");
+    assert_eq!(webhook["allowPrivilegeEscalation"], false);
+}
+
+/// `serviceAccount.create=false`: no ServiceAccount rendered, the pods run under the named
+/// pre-created account and every binding names it, in both scopes. The created accounts carry
+/// `serviceAccount.annotations`.
+#[test]
+fn a_pre_created_service_account_is_used_and_bound() {
+    for scope in ["cluster", "namespace"] {
+        let docs = render(&[
+            "--set",
+            &format!("rbac.scope={scope}"),
+            "--set",
+            "controller.serviceAccount.create=false",
+            "--set",
+            "controller.serviceAccount.name=platform-nova-controller",
+            "--set",
+            "webhook.serviceAccount.create=false",
+            "--set",
+            "webhook.serviceAccount.name=platform-nova-webhook",
+        ]);
+        assert!(
+            !docs.iter().any(|d| d["kind"] == "ServiceAccount"),
+            "{scope}: the accounts are pre-created"
+        );
+        for component in ["controller", "webhook"] {
+            assert_eq!(
+                pod_spec(&docs, &format!("nova-operator-{component}"))["serviceAccountName"],
+                format!("platform-nova-{component}"),
+                "{scope}"
+            );
+        }
+        let mut bound = BTreeSet::new();
+        for binding in docs.iter().filter(|d| {
+            matches!(
+                d["kind"].as_str(),
+                Some("RoleBinding" | "ClusterRoleBinding")
+            )
+        }) {
+            let component = binding["metadata"]["labels"]["app.kubernetes.io/component"]
+                .as_str()
+                .unwrap_or_default();
+            for subject in binding["subjects"].as_array().expect("subjects") {
+                assert_eq!(subject["kind"], "ServiceAccount");
+                assert_eq!(subject["namespace"], NAMESPACE);
+                assert_eq!(
+                    subject["name"],
+                    format!("platform-nova-{component}"),
+                    "{scope}: {} {}",
+                    binding["kind"],
+                    binding["metadata"]["name"]
+                );
+                bound.insert(subject["name"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+        assert_eq!(
+            bound,
+            BTreeSet::from([
+                "platform-nova-controller".to_owned(),
+                "platform-nova-webhook".to_owned()
+            ]),
+            "{scope}: both accounts are bound"
+        );
+    }
+
+    // create=false without a name is refused at render.
+    let err = helm::template(
+        home().path(),
+        NAMESPACE,
+        &["--set", "webhook.serviceAccount.create=false"],
+    )
+    .expect_err("a pre-created account needs its name")
+    .to_string();
+    assert!(err.contains("webhook.serviceAccount.name"), "{err}");
+
+    // Workload identity: the annotations on the account the chart creates.
+    let docs = render(&[
+        "--set-json",
+        r#"controller.serviceAccount.annotations={"iam.gke.io/gcp-service-account":"nova-operator@example.iam.gserviceaccount.com"}"#,
+    ]);
+    assert_eq!(
+        find(&docs, "ServiceAccount", "nova-operator-controller")["metadata"]["annotations"],
+        serde_json::json!({"iam.gke.io/gcp-service-account": "nova-operator@example.iam.gserviceaccount.com"})
+    );
+    assert!(
+        find(&docs, "ServiceAccount", "nova-operator-webhook")["metadata"]
+            .get("annotations")
+            .is_none()
+    );
+}
+
+/// `<fullname>-view` and `<fullname>-edit` aggregate into Kubernetes' view, edit and admin, in
+/// both scopes, and grant only the two kinds: view reads, edit also writes.
+#[test]
+fn the_aggregated_roles_carry_the_labels_and_only_the_two_kinds() {
+    let kinds: BTreeSet<Kind> = ["novas", "novacomputes"]
+        .into_iter()
+        .map(|r| ("nova.openstack.c5c3.io".to_owned(), r.to_owned()))
+        .collect();
+    let read = ["get", "list", "watch"];
+    let write = ["create", "update", "patch", "delete", "deletecollection"];
+    let aggregation = |role: &Value| -> BTreeSet<String> {
+        role["metadata"]["labels"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| k.starts_with("rbac.authorization.k8s.io/aggregate-to-"))
+            .map(|(k, v)| {
+                assert_eq!(v.as_str(), Some("true"), "{k}");
+                k.clone()
+            })
+            .collect()
+    };
+    for scope in ["cluster", "namespace"] {
+        let docs = render(&["--set", &format!("rbac.scope={scope}")]);
+        let view = find(&docs, "ClusterRole", "nova-operator-view");
+        let edit = find(&docs, "ClusterRole", "nova-operator-edit");
+        assert_eq!(
+            aggregation(view),
+            BTreeSet::from(["rbac.authorization.k8s.io/aggregate-to-view".to_owned()]),
+            "{scope}"
+        );
+        assert_eq!(
+            aggregation(edit),
+            BTreeSet::from([
+                "rbac.authorization.k8s.io/aggregate-to-edit".to_owned(),
+                "rbac.authorization.k8s.io/aggregate-to-admin".to_owned()
+            ]),
+            "{scope}"
+        );
+        for verb in read {
+            assert_eq!(granted(&view["rules"], verb), kinds, "{scope}: view {verb}");
+            assert_eq!(granted(&edit["rules"], verb), kinds, "{scope}: edit {verb}");
+        }
+        for verb in write {
+            assert!(
+                granted(&view["rules"], verb).is_empty(),
+                "{scope}: view may not {verb}"
+            );
+            assert_eq!(granted(&edit["rules"], verb), kinds, "{scope}: edit {verb}");
+        }
+        // Nothing beyond the two kinds (no status, no finalizers) and these verbs.
+        for role in [view, edit] {
+            for rule in role["rules"].as_array().expect("rules") {
+                assert_eq!(strings(&rule["apiGroups"]), ["nova.openstack.c5c3.io"]);
+                for resource in strings(&rule["resources"]) {
+                    assert!(
+                        ["novas", "novacomputes"].contains(&resource.as_str()),
+                        "{scope}: {resource}"
+                    );
+                }
+                for verb in strings(&rule["verbs"]) {
+                    assert!(
+                        read.contains(&verb.as_str()) || write.contains(&verb.as_str()),
+                        "{scope}: {verb}"
+                    );
+                }
+                assert!(rule.get("resourceNames").is_none());
+            }
+        }
+    }
+    let docs = render(&["--set", "rbac.aggregateToDefaultRoles=false"]);
+    assert!(
+        !docs.iter().any(|d| {
+            d["metadata"]["name"] == "nova-operator-view"
+                || d["metadata"]["name"] == "nova-operator-edit"
+        }),
+        "rbac.aggregateToDefaultRoles=false renders neither"
+    );
+}
+
+/// networkPolicy.enabled: a NetworkPolicy per binary selecting exactly its pods, ingress on
+/// its container ports only (the controller's metrics and health, the webhook's admission
+/// and metrics) from anywhere by default, egress open; the peers and egress rules given are
+/// placed where they belong.
+#[test]
+fn the_network_policies_select_each_binarys_pods_and_open_its_ports() {
+    assert!(
+        !render(&[]).iter().any(|d| d["kind"] == "NetworkPolicy"),
+        "off by default"
+    );
+    let docs = render(&[
+        "--set",
+        "networkPolicy.enabled=true",
+        "--set",
+        "controller.metricsPort=9090",
+        "--set",
+        "webhook.port=10443",
+    ]);
+    for (deployment, want) in [
+        ("nova-operator-controller", [9090_i64, 8081]),
+        ("nova-operator-webhook", [10443, 8080]),
+    ] {
+        let policy = &find(&docs, "NetworkPolicy", deployment)["spec"];
+        let selected = &find(&docs, "Deployment", deployment)["spec"]["selector"]["matchLabels"];
+        assert_eq!(
+            policy["podSelector"]["matchLabels"], *selected,
+            "{deployment}"
+        );
+        assert_eq!(
+            policy["policyTypes"],
+            serde_json::json!(["Ingress"]),
+            "{deployment}: egress stays open"
+        );
+        assert!(policy.get("egress").is_none(), "{deployment}");
+        let ingress = policy["ingress"].as_array().expect("ingress");
+        assert!(
+            ingress.iter().all(|rule| rule.get("from").is_none()),
+            "{deployment}: from anywhere by default"
+        );
+        let opened: Vec<Value> = ingress
+            .iter()
+            .flat_map(|rule| rule["ports"].as_array().into_iter().flatten())
+            .map(|port| {
+                assert_eq!(port["protocol"], "TCP", "{deployment}");
+                port["port"].clone()
+            })
+            .collect();
+        let served: Vec<Value> = pod_spec(&docs, deployment)["containers"][0]["ports"]
+            .as_array()
+            .expect("ports")
+            .iter()
+            .map(|port| port["containerPort"].clone())
+            .collect();
+        assert_eq!(
+            opened, served,
+            "{deployment}: the container's ports, no other"
+        );
+        assert_eq!(opened, want.map(Value::from), "{deployment}");
+    }
+
+    let monitoring = serde_json::json!([
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ]);
+    let api_server = serde_json::json!([{"ipBlock": {"cidr": "10.0.0.0/8"}}]);
+    let dns = serde_json::json!([{"ports": [{"port": 53, "protocol": "UDP"}]}]);
+    let docs = render(&[
+        "--set",
+        "networkPolicy.enabled=true",
+        "--set-json",
+        &format!("networkPolicy.metricsFrom={monitoring}"),
+        "--set-json",
+        &format!("networkPolicy.webhook.ingressFrom={api_server}"),
+        "--set-json",
+        &format!("networkPolicy.egress={dns}"),
+    ]);
+    let controller = &find(&docs, "NetworkPolicy", "nova-operator-controller")["spec"];
+    assert_eq!(controller["ingress"][0]["ports"][0]["port"], 8080);
+    assert_eq!(controller["ingress"][0]["from"], monitoring, "metrics");
+    assert_eq!(controller["ingress"][1]["ports"][0]["port"], 8081);
+    assert!(
+        controller["ingress"][1].get("from").is_none(),
+        "health: the kubelet's probes"
+    );
+    let webhook = &find(&docs, "NetworkPolicy", "nova-operator-webhook")["spec"];
+    assert_eq!(webhook["ingress"][0]["ports"][0]["port"], 9443);
+    assert_eq!(webhook["ingress"][0]["from"], api_server, "admission");
+    assert_eq!(webhook["ingress"][1]["ports"][0]["port"], 8080);
+    assert_eq!(webhook["ingress"][1]["from"], monitoring, "metrics");
+    for policy in [controller, webhook] {
+        assert_eq!(
+            policy["policyTypes"],
+            serde_json::json!(["Ingress", "Egress"])
+        );
+        assert_eq!(policy["egress"], dns);
+    }
+}
+
+/// The install notes say what was installed, how to check it and what to do next.
+#[test]
+fn the_notes_tell_what_was_installed_and_what_comes_next() {
+    let chart = helm::chart_dir().display().to_string();
+    let notes = |extra: &[&str]| -> String {
+        let mut args = vec![
+            "install",
+            "nova-operator",
+            chart.as_str(),
+            "--namespace",
+            NAMESPACE,
+            "--dry-run=client",
+        ];
+        args.extend_from_slice(extra);
+        let out = helm::run(home().path(), &args).expect("helm");
+        assert!(out.success, "{}{}", out.stdout, out.stderr);
+        out.stdout
+            .split_once("\nNOTES:\n")
+            .map(|(_, notes)| notes.to_owned())
+            .unwrap_or_else(|| panic!("no NOTES in:\n{}", out.stdout))
+    };
+    let text = notes(&[]);
+    for line in [
+        "Deployment nova-operator-controller",
+        "Deployment nova-operator-webhook",
+        "cluster-wide",
+        "self-signed",
+        "nova-operator-webhook-tls",
+        "installed and upgraded by this release",
+        "kubectl -n nova-system get deploy,pods",
+        "kubectl get crd novas.nova.openstack.c5c3.io",
+        "kubectl apply -f examples/nova.yaml",
+        "docs/user-guide.md",
+    ] {
+        assert!(text.contains(line), "{line:?} in:\n{text}");
+    }
+    let text = notes(&[
+        "--set",
+        "rbac.scope=namespace",
+        "--set",
+        "rbac.watchNamespace=tenant",
+        "--set",
+        "webhook.certificate.certManager.enabled=true",
+        "--set",
+        "crds.enabled=false",
+    ]);
+    for line in [
+        "the namespace tenant only",
+        "cert-manager",
+        "not managed by this release",
+        "kubectl -n tenant get nova",
+    ] {
+        assert!(text.contains(line), "{line:?} in:\n{text}");
+    }
+    assert!(!text.contains("cluster-wide"), "{text}");
 }
