@@ -1161,6 +1161,7 @@ fn extra_args_env_and_volumes_come_after_the_charts_own() {
         controller["env"],
         serde_json::json!([
             {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
             {"name": "HTTPS_PROXY", "value": "http://proxy.example.org:3128"}
         ])
     );
@@ -1609,4 +1610,23 @@ fn the_notes_tell_what_was_installed_and_what_comes_next() {
         assert!(text.contains(line), "{line:?} in:\n{text}");
     }
     assert!(!text.contains("cluster-wide"), "{text}");
+}
+
+/// The controller knows its own namespace (the downward API), which a Nova's NetworkPolicy
+/// admits for the controller's health check of the Nova API.
+#[test]
+fn the_controller_knows_its_namespace_for_the_novas_network_policy() {
+    let docs = render(&[]);
+    let deployment = find(&docs, "Deployment", "nova-operator-controller");
+    let env = &deployment["spec"]["template"]["spec"]["containers"][0]["env"];
+    let var = env
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == nova::steps::network_policy::OPERATOR_NAMESPACE_ENV)
+        .expect("the operator's namespace variable");
+    assert_eq!(
+        var["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.namespace"
+    );
 }
