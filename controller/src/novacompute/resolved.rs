@@ -177,20 +177,10 @@ impl StatusUpdate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::novacompute::plan_fixtures::entry;
 
     fn node(name: &str, phase: NodePhase) -> NovaComputeNodeStatus {
-        NovaComputeNodeStatus {
-            name: name.into(),
-            phase,
-            zone: None,
-            service_id: None,
-            service_status: None,
-            service_state: None,
-            disabled_reason: None,
-            instances: None,
-            conflicts_with: None,
-            traits: Vec::new(),
-        }
+        entry(name, phase, None)
     }
 
     #[test]

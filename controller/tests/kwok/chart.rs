@@ -45,47 +45,48 @@ const VALUE_SETS: &[(&str, &[&str])] = &[
             "metrics.prometheusRule.enabled=true",
         ],
     ),
-    (
-        "extended",
-        &[
-            "--set-json",
-            r#"controller.extraArgs=["--clusters-namespace=platform-clusters"]"#,
-            "--set-json",
-            r#"webhook.extraArgs=["--max-connections=256"]"#,
-            "--set-json",
-            r#"controller.extraEnv=[{"name":"HTTPS_PROXY","value":"http://proxy.example.org:3128"}]"#,
-            "--set-json",
-            r#"webhook.extraEnv=[{"name":"TZ","value":"UTC"}]"#,
-            "--set-json",
-            r#"controller.extraVolumes=[{"name":"ca-bundle","configMap":{"name":"openstack-ca"}}]"#,
-            "--set-json",
-            r#"controller.extraVolumeMounts=[{"name":"ca-bundle","mountPath":"/etc/nova-controller/ca","readOnly":true}]"#,
-            "--set-json",
-            r#"webhook.extraVolumes=[{"name":"tmp","emptyDir":{}}]"#,
-            "--set-json",
-            r#"webhook.extraVolumeMounts=[{"name":"tmp","mountPath":"/tmp"}]"#,
-            "--set",
-            "controller.image.digest=sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-            "--set",
-            "webhook.image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
-            "--set",
-            "imagePullSecrets[0]=registry-credentials",
-            "--set-json",
-            r#"controller.serviceAccount.annotations={"iam.gke.io/gcp-service-account":"nova-operator@example.iam.gserviceaccount.com"}"#,
-            "--set-json",
-            r#"webhook.serviceAccount.annotations={"eks.amazonaws.com/role-arn":"arn:aws:iam::123456789012:role/nova-webhook"}"#,
-            "--set",
-            "openshift=true",
-            "--set",
-            "networkPolicy.enabled=true",
-            "--set-json",
-            r#"networkPolicy.metricsFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]"#,
-            "--set-json",
-            r#"networkPolicy.webhook.ingressFrom=[{"ipBlock":{"cidr":"10.0.0.0/8"}}]"#,
-            "--set-json",
-            r#"networkPolicy.egress=[{"ports":[{"port":53,"protocol":"UDP"},{"port":53,"protocol":"TCP"}]},{"ports":[{"port":443,"protocol":"TCP"},{"port":6443,"protocol":"TCP"}]}]"#,
-        ],
-    ),
+    ("extended", EXTENDED),
+];
+
+/// Every escape hatch and image setting at once: extra args, env, volumes and mounts, digests,
+/// pull secrets, ServiceAccount annotations, the OpenShift mode and the NetworkPolicies.
+const EXTENDED: &[&str] = &[
+    "--set-json",
+    r#"controller.extraArgs=["--clusters-namespace=platform-clusters"]"#,
+    "--set-json",
+    r#"webhook.extraArgs=["--max-connections=256"]"#,
+    "--set-json",
+    r#"controller.extraEnv=[{"name":"HTTPS_PROXY","value":"http://proxy.example.org:3128"}]"#,
+    "--set-json",
+    r#"webhook.extraEnv=[{"name":"TZ","value":"UTC"}]"#,
+    "--set-json",
+    r#"controller.extraVolumes=[{"name":"ca-bundle","configMap":{"name":"openstack-ca"}}]"#,
+    "--set-json",
+    r#"controller.extraVolumeMounts=[{"name":"ca-bundle","mountPath":"/etc/nova-controller/ca","readOnly":true}]"#,
+    "--set-json",
+    r#"webhook.extraVolumes=[{"name":"tmp","emptyDir":{}}]"#,
+    "--set-json",
+    r#"webhook.extraVolumeMounts=[{"name":"tmp","mountPath":"/tmp"}]"#,
+    "--set",
+    "controller.image.digest=sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    "--set",
+    "webhook.image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+    "--set",
+    "imagePullSecrets[0]=registry-credentials",
+    "--set-json",
+    r#"controller.serviceAccount.annotations={"iam.gke.io/gcp-service-account":"nova-operator@example.iam.gserviceaccount.com"}"#,
+    "--set-json",
+    r#"webhook.serviceAccount.annotations={"eks.amazonaws.com/role-arn":"arn:aws:iam::123456789012:role/nova-webhook"}"#,
+    "--set",
+    "openshift=true",
+    "--set",
+    "networkPolicy.enabled=true",
+    "--set-json",
+    r#"networkPolicy.metricsFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]"#,
+    "--set-json",
+    r#"networkPolicy.webhook.ingressFrom=[{"ipBlock":{"cidr":"10.0.0.0/8"}}]"#,
+    "--set-json",
+    r#"networkPolicy.egress=[{"ports":[{"port":53,"protocol":"UDP"},{"port":53,"protocol":"TCP"}]},{"ports":[{"port":443,"protocol":"TCP"},{"port":6443,"protocol":"TCP"}]}]"#,
 ];
 
 const NAMESPACE: &str = "nova-system";
@@ -1113,35 +1114,15 @@ fn a_digest_pins_the_image() {
 /// certificate stay first.
 #[test]
 fn extra_args_env_and_volumes_come_after_the_charts_own() {
-    let extra = [
-        "--set-json",
-        r#"controller.extraArgs=["--clusters-namespace=platform-clusters","--health-check-address=10.0.0.1:6443"]"#,
-        "--set-json",
-        r#"webhook.extraArgs=["--max-connections=256"]"#,
-        "--set-json",
-        r#"controller.extraEnv=[{"name":"HTTPS_PROXY","value":"http://proxy.example.org:3128"}]"#,
-        "--set-json",
-        r#"webhook.extraEnv=[{"name":"TZ","value":"UTC"}]"#,
-        "--set-json",
-        r#"controller.extraVolumes=[{"name":"ca-bundle","configMap":{"name":"openstack-ca"}}]"#,
-        "--set-json",
-        r#"controller.extraVolumeMounts=[{"name":"ca-bundle","mountPath":"/etc/nova-controller/ca","readOnly":true}]"#,
-        "--set-json",
-        r#"webhook.extraVolumes=[{"name":"tmp","emptyDir":{}}]"#,
-        "--set-json",
-        r#"webhook.extraVolumeMounts=[{"name":"tmp","mountPath":"/tmp"}]"#,
-    ];
+    let extra = EXTENDED;
     let base = render(&[]);
-    let docs = render(&extra);
+    let docs = render(extra);
 
     // Arguments: the chart's own, unchanged, then the extra ones in their order.
     for (deployment, added) in [
         (
             "nova-operator-controller",
-            vec![
-                "--clusters-namespace=platform-clusters",
-                "--health-check-address=10.0.0.1:6443",
-            ],
+            vec!["--clusters-namespace=platform-clusters"],
         ),
         ("nova-operator-webhook", vec!["--max-connections=256"]),
     ] {
