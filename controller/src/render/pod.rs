@@ -894,19 +894,23 @@ mod tests {
 
     #[test]
     fn every_pod_template_takes_the_pull_secrets_and_the_extra_metadata_beside_the_operators() {
+        // A Deployment's and a Job's pod template.
+        let templates = |spec: &NovaSpec| {
+            with(spec, &digests(), |inputs| {
+                (
+                    super::super::workloads::pod_template(inputs, Role::Scheduler),
+                    super::super::db_jobs::pod_template(
+                        inputs,
+                        "db-sync",
+                        Vec::new(),
+                        Vec::new(),
+                        "Never",
+                    ),
+                )
+            })
+        };
         let mut spec = example().spec;
-        let plain = with(&spec, &digests(), |inputs| {
-            (
-                super::super::workloads::pod_template(inputs, Role::Scheduler),
-                super::super::db_jobs::pod_template(
-                    inputs,
-                    "db-sync",
-                    Vec::new(),
-                    Vec::new(),
-                    "Never",
-                ),
-            )
-        });
+        let plain = templates(&spec);
         spec.image_pull_secrets = Some(vec![LocalObjectReference {
             name: "registry".into(),
         }]);
@@ -920,18 +924,7 @@ mod tests {
                 "true".to_owned(),
             )])),
         });
-        let (deployment, job) = with(&spec, &digests(), |inputs| {
-            (
-                super::super::workloads::pod_template(inputs, Role::Scheduler),
-                super::super::db_jobs::pod_template(
-                    inputs,
-                    "db-sync",
-                    Vec::new(),
-                    Vec::new(),
-                    "Never",
-                ),
-            )
-        });
+        let (deployment, job) = templates(&spec);
         for (template, before) in [(&deployment, &plain.0), (&job, &plain.1)] {
             let meta = template.metadata.clone().unwrap_or_default();
             let labels = meta.labels.unwrap_or_default();
