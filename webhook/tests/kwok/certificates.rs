@@ -430,12 +430,16 @@ async fn helm_template_applied_twice_keeps_the_injected_ca_and_the_secret_under_
     let ns = cp.namespace("gitops").await.expect("namespace");
     let client = cp.client().expect("client");
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    // Names of its own (the configurations are cluster-scoped), admission limited to `ns`.
+    // Names of its own (the configurations are cluster-scoped), admission limited to `ns`,
+    // and no CRDs: they are the shared control plane's, and the delete at the end would take
+    // them (and every other test's Novas) with it.
     let values = [
         "--set".to_owned(),
         format!("fullnameOverride={ns}"),
         "--set".to_owned(),
         "rbac.scope=namespace".to_owned(),
+        "--set".to_owned(),
+        "crds.enabled=false".to_owned(),
     ];
     let values: Vec<&str> = values.iter().map(String::as_str).collect();
     let home = tempfile::tempdir().unwrap();
