@@ -5,6 +5,7 @@
 mod admin;
 mod flags;
 mod logging;
+mod selftest;
 mod serve;
 mod subcommands;
 

@@ -1,6 +1,6 @@
 //! The subcommands: what the binary does without a cluster (render a CR's children, describe
-//! the conditions a Nova reports and which of them this build's pipeline sets), apart from the
-//! controller it runs by default.
+//! the conditions a Nova reports and which of them this build's pipeline sets) and the chart's
+//! in-cluster self-test, apart from the controller it runs by default.
 
 use std::path::{Path, PathBuf};
 
@@ -37,6 +37,16 @@ pub enum Command {
     /// when a step of this build's pipeline reports on it (the main job's view marks an
     /// aggregated condition without `step` as not implemented).
     Conditions,
+    /// Checks from inside the cluster that the served CRDs are this release's and that the
+    /// webhook answers the API server (what the chart's `helm test` runs).
+    Selftest {
+        /// The namespace of the dry-run Nova: one the webhooks admit.
+        #[arg(long)]
+        namespace: String,
+        /// The bound on each request, in seconds.
+        #[arg(long, default_value_t = 10)]
+        timeout_seconds: u64,
+    },
 }
 
 /// The render command's output format.
@@ -63,6 +73,13 @@ impl Command {
                     println!("{line}");
                 }
                 Ok(())
+            }
+            Command::Selftest {
+                namespace,
+                timeout_seconds,
+            } => {
+                super::selftest::run(&namespace, std::time::Duration::from_secs(timeout_seconds))
+                    .await
             }
         }
     }

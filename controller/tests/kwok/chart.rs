@@ -1611,3 +1611,72 @@ fn the_controller_knows_its_namespace_for_the_novas_network_policy() {
         "metadata.namespace"
     );
 }
+
+/// `helm test` runs `nova-controller selftest` from the controller's image, under a
+/// ServiceAccount that may read the two CRDs and create Novas (dry runs) only in the namespace
+/// the webhooks admit; every object of it is a test hook, deleted once it passed.
+#[test]
+fn helm_test_runs_the_selftest_with_just_enough_rights() {
+    for (scope, target) in [("cluster", NAMESPACE), ("namespace", "openstack")] {
+        let docs = render(&[
+            "--set",
+            &format!("rbac.scope={scope}"),
+            "--set",
+            "rbac.watchNamespace=openstack",
+        ]);
+        let hooks: Vec<&Value> = docs
+            .iter()
+            .filter(|d| d["metadata"]["annotations"]["helm.sh/hook"] == "test")
+            .collect();
+        let kinds: BTreeSet<&str> = hooks.iter().filter_map(|d| d["kind"].as_str()).collect();
+        assert_eq!(
+            kinds,
+            BTreeSet::from([
+                "ServiceAccount",
+                "ClusterRole",
+                "ClusterRoleBinding",
+                "Role",
+                "RoleBinding",
+                "Pod"
+            ]),
+            "{scope}"
+        );
+        for hook in &hooks {
+            assert_eq!(
+                hook["metadata"]["annotations"]["helm.sh/hook-delete-policy"],
+                "before-hook-creation,hook-succeeded",
+                "{scope}: {hook}"
+            );
+        }
+        let pod = find(&docs, "Pod", "nova-operator-selftest");
+        let container = &pod["spec"]["containers"][0];
+        assert_eq!(
+            strings(&container["args"]),
+            ["selftest".to_owned(), format!("--namespace={target}")],
+            "{scope}"
+        );
+        let controller = find(&docs, "Deployment", "nova-operator-controller");
+        assert_eq!(
+            container["image"], controller["spec"]["template"]["spec"]["containers"][0]["image"],
+            "the controller's image"
+        );
+        let role = find(&docs, "Role", "nova-operator-selftest");
+        assert_eq!(role["metadata"]["namespace"], target, "{scope}");
+        assert_eq!(
+            granted(&role["rules"], "create"),
+            BTreeSet::from([("nova.openstack.c5c3.io".to_owned(), "novas".to_owned())])
+        );
+        let cluster = &find(&docs, "ClusterRole", "nova-operator-selftest")["rules"];
+        assert_eq!(
+            granted(cluster, "get"),
+            BTreeSet::from([(
+                "apiextensions.k8s.io".to_owned(),
+                "customresourcedefinitions".to_owned()
+            )])
+        );
+        assert_eq!(
+            cluster[0]["resourceNames"].as_array().map(Vec::len),
+            Some(2)
+        );
+    }
+}

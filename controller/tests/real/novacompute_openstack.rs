@@ -686,12 +686,21 @@ async fn aggregates_and_the_drain(
     Wait::new("the emptied zone aggregate deleted", POOL_TIMEOUT)
         .until(|| async { Ok((aggregate_names(view).await? == left).then_some(())) })
         .await?;
+    // The pass publishes its events after its calls: the aggregate is gone from Nova a moment
+    // before the event is recorded (a run read the events in between).
+    let deleted = Wait::new("the AggregateDeleted event", POOL_TIMEOUT)
+        .until(|| async {
+            let notes = notes(client, ns, "pool-d", "AggregateDeleted").await?;
+            Ok((!notes.is_empty()).then_some(notes))
+        })
+        .await?;
     ensure!(
-        notes(client, ns, "pool-d", "AggregateDeleted").await?
+        deleted
             == [(
                 format!("Deleted host aggregate {za}: no NovaCompute of Nova nova needs it"),
                 1
-            )]
+            )],
+        "{deleted:?}"
     );
 
     // 4. The second node leaves too; its zone aggregate carries someone else's metadata.

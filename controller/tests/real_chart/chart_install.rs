@@ -4,8 +4,9 @@
 //! pool's Kubernetes rows under its own ServiceAccount with no 403 in its log (cluster-wide and
 //! namespace-scoped), the cluster-wide release adopts the CRDs already there (keeping them on
 //! uninstall), an upgrade that changes only the webhook's values and the Nova CRD updates the
-//! served CRD, rolls only the webhook and keeps the generated CA, and a regenerated
-//! certificate reaches the running webhook pods by their hot reload.
+//! served CRD, rolls only the webhook and keeps the generated CA, a regenerated
+//! certificate reaches the running webhook pods by their hot reload, and `helm test` passes in
+//! both scopes.
 
 use std::path::Path;
 use std::time::Duration;
@@ -36,6 +37,21 @@ pub(crate) fn helm_ok(home: &Path, cp: &ControlPlane, args: &[&str]) -> String {
         out.stderr
     );
     out.stdout
+}
+
+/// `helm test` of `release`: its self-test pod passes (the CRDs current, the webhook
+/// answering); helm fails otherwise. (`--logs` is not asked for: the passed pod is deleted by
+/// its hook policy before helm would read them.)
+fn helm_test(home: &Path, cp: &ControlPlane, release: &str, ns: &str) {
+    let out = helm_ok(
+        home,
+        cp,
+        &["test", release, "--namespace", ns, "--timeout", "2m"],
+    );
+    assert!(
+        out.contains("Phase:") && out.contains("Succeeded"),
+        "helm test reports the self-test passed:\n{out}"
+    );
 }
 
 pub(crate) fn install_args<'a>(
@@ -273,6 +289,7 @@ async fn the_chart_runs_the_operator_on_the_real_node() {
     let webhook = available(&client, &release_ns, "nova-operator-webhook").await;
     let ns = cp.namespace("nova-chart").await.expect("namespace");
     webhook_denies(&client, &ns).await;
+    helm_test(home.path(), cp, "nova-operator", &release_ns);
     converges_without_403(&client, &release_ns, &ns).await;
 
     // An upgrade that changes only the webhook's values rolls only the webhook, and keeps
@@ -412,6 +429,7 @@ async fn the_chart_runs_the_operator_on_the_real_node() {
     available(&client, &scoped, "nova-scoped-nova-operator-controller").await;
     available(&client, &scoped, "nova-scoped-nova-operator-webhook").await;
     webhook_denies(&client, &scoped).await;
+    helm_test(home.path(), cp, "nova-scoped", &scoped);
     converges_without_403(&client, &scoped, &scoped).await;
     helm_ok(
         home.path(),
