@@ -264,3 +264,4 @@ pub async fn started_namespace(prefix: &str) -> (Client, String, Api<nova_api::v
     let novas = Api::namespaced(client.clone(), &ns);
     (client, ns, novas)
 }
+
