@@ -264,4 +264,3 @@ pub async fn started_namespace(prefix: &str) -> (Client, String, Api<nova_api::v
     let novas = Api::namespaced(client.clone(), &ns);
     (client, ns, novas)
 }
-

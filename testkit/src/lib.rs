@@ -3,11 +3,13 @@
 //! kinds ([`conditions::Conditioned`]), the fixtures loaded one way ([`fixtures`]), what the
 //! other operators would have created ([`inputs`]), the controllers started in-process
 //! ([`controllers`]), the API server's request counters ([`apiserver`]) and a controller's own
-//! ([`requests`]), and the real tier's shared stack ([`real`], [`proof_nova`], [`stack`]).
+//! ([`requests`]), helm against a control plane ([`charts`]), and the real tier's shared stack
+//! ([`real`], [`proof_nova`], [`stack`]).
 //!
 //! Dev-only: no product crate depends on it.
 
 pub mod apiserver;
+pub mod charts;
 pub mod conditions;
 pub mod controllers;
 pub mod diagnose;
@@ -28,6 +30,7 @@ pub use nova_test_harness::{ControlPlane, shared, shared_real_node};
 /// What most kwok-tier suites import.
 pub mod prelude {
     pub use crate::apiserver::*;
+    pub use crate::charts::*;
     pub use crate::conditions::{Conditioned, condition_of, holds, reason};
     pub use crate::controllers::*;
     pub use crate::events::*;

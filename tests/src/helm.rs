@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
 use crate::{Error, Result, io_err};
 
 /// The helm version `tests/build-helm.sh` builds (`HELM_VERSION` in `tests/versions.env`).
@@ -63,6 +65,18 @@ pub fn chart_with_changed_crd(dir: &Path, marker: &str) -> Result<PathBuf> {
     let changed = format!("{} {marker}{}", &text[..end], &text[end..]);
     std::fs::write(&path, changed).map_err(io_err(format!("writing {}", path.display())))?;
     Ok(copy)
+}
+
+/// The top-level schema description of `crd`, where [`chart_with_changed_crd`] puts its
+/// marker: how a test tells which chart's CRD the API server serves.
+pub fn schema_description(crd: &CustomResourceDefinition) -> String {
+    crd.spec
+        .versions
+        .first()
+        .and_then(|v| v.schema.as_ref())
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .and_then(|s| s.description.clone())
+        .unwrap_or_default()
 }
 
 /// Copies the directory `from` to `to`, recursively.

@@ -179,19 +179,15 @@ mod tests {
     use super::*;
     use crate::novacompute::plan_fixtures::entry;
 
-    fn node(name: &str, phase: NodePhase) -> NovaComputeNodeStatus {
-        entry(name, phase, None)
-    }
-
     #[test]
     fn the_ledger_counts_its_active_and_draining_nodes() {
         let mut status = NovaComputeStatus::default();
         StatusUpdate::Nodes(vec![
-            node("a", NodePhase::Active),
-            node("b", NodePhase::Active),
-            node("c", NodePhase::Draining),
-            node("d", NodePhase::Releasing),
-            node("e", NodePhase::Pending),
+            entry("a", NodePhase::Active, None),
+            entry("b", NodePhase::Active, None),
+            entry("c", NodePhase::Draining, None),
+            entry("d", NodePhase::Releasing, None),
+            entry("e", NodePhase::Pending, None),
         ])
         .apply(&mut status);
         assert_eq!((status.active_nodes, status.draining_nodes), (2, 1));

@@ -22,12 +22,7 @@ const MARKER: &str = "(changed by the upgrade)";
 /// The top-level schema description of the served Nova CRD, and its annotations.
 async fn served(crds: &Api<CustomResourceDefinition>) -> (String, Vec<(String, String)>) {
     let crd = crds.get(NOVAS).await.expect("the Nova CRD");
-    let description = crd.spec.versions[0]
-        .schema
-        .as_ref()
-        .and_then(|s| s.open_api_v3_schema.as_ref())
-        .and_then(|s| s.description.clone())
-        .unwrap_or_default();
+    let description = helm::schema_description(&crd);
     let annotations = crd.metadata.annotations.unwrap_or_default();
     (description, annotations.into_iter().collect())
 }
@@ -52,19 +47,7 @@ async fn the_chart_installs_upgrades_and_keeps_the_crds_and_a_stale_crd_is_repor
     assert!(crds.get_opt(NOVAS).await.expect("read").is_none());
     let home = crate::chart::home();
     let kubeconfig = cp.kubeconfig_path().display().to_string();
-    let helm = |args: &[&str]| {
-        let mut all = args.to_vec();
-        all.extend_from_slice(&["--kubeconfig", &kubeconfig]);
-        let out = helm::run(home.path(), &all).expect("helm");
-        assert!(
-            out.success,
-            "helm {}:\n{}{}",
-            args.join(" "),
-            out.stdout,
-            out.stderr
-        );
-        out.stdout
-    };
+    let helm = |args: &[&str]| helm_ok(home.path(), &cp, args);
     let release_ns = cp.namespace("crd-release").await.expect("namespace");
     let chart = helm::chart_dir().display().to_string();
 

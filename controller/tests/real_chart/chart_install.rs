@@ -24,21 +24,6 @@ use serde_json::{Value, json};
 
 const INSTALL_TIMEOUT: &str = "5m";
 
-pub(crate) fn helm_ok(home: &Path, cp: &ControlPlane, args: &[&str]) -> String {
-    let kubeconfig = cp.kubeconfig_path().display().to_string();
-    let mut all = args.to_vec();
-    all.extend_from_slice(&["--kubeconfig", &kubeconfig]);
-    let out = helm::run(home, &all).expect("helm");
-    assert!(
-        out.success,
-        "helm {} failed:\n{}{}",
-        args.join(" "),
-        out.stdout,
-        out.stderr
-    );
-    out.stdout
-}
-
 /// `helm test` of `release`: its self-test pod passes (the CRDs current, the webhook
 /// answering); helm fails otherwise. (`--logs` is not asked for: the passed pod is deleted by
 /// its hook policy before helm would read them.)
@@ -319,12 +304,7 @@ async fn the_chart_runs_the_operator_on_the_real_node() {
     args.extend_from_slice(&["--set", "webhook.logLevel=debug", "--force-conflicts"]);
     helm_ok(home.path(), cp, &args);
     let served = crds.get("novas.nova.openstack.c5c3.io").await.expect("crd");
-    let description = served.spec.versions[0]
-        .schema
-        .as_ref()
-        .and_then(|s| s.open_api_v3_schema.as_ref())
-        .and_then(|s| s.description.clone())
-        .unwrap_or_default();
+    let description = helm::schema_description(&served);
     assert!(
         description.ends_with(marker),
         "the upgrade updated the served CRD: {description}"
