@@ -80,6 +80,8 @@ spelled_enum! {
         WaitingForDBCredentials, WaitingForServiceUserCredentials, WaitingForMetadataSharedSecret,
         MetadataSharedSecretEmpty, WaitingForMessagingCA, WaitingForMessagingCredentials,
         TransportURLRejected,
+        // Beyond the spec (issue 30): spec.tls's CA bundle, for SecretsReady and a pool's NovaReady.
+        WaitingForEndpointCA,
         // Nova: ComputeConfigReady.
         ComputeConfigPublished, ComputeConfigError, WaitingForRemoteTransportURL,
         // Nova: DatabaseReady.
@@ -200,6 +202,7 @@ impl NovaConditionType {
                     R::WaitingForMetadataSharedSecret,
                     R::MetadataSharedSecretEmpty,
                     R::WaitingForMessagingCA,
+                    R::WaitingForEndpointCA,
                     R::WaitingForMessagingCredentials,
                     R::TransportURLRejected,
                     R::ConfigError,
@@ -291,6 +294,7 @@ impl NovaComputeConditionType {
                     R::ComputeConfigNotPublished,
                     R::TargetClusterUnavailable,
                     R::WaitingForServiceUserSecret,
+                    R::WaitingForEndpointCA,
                     R::NovaError,
                 ],
             ),

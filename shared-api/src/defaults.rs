@@ -449,6 +449,7 @@ mod tests {
             jobs: None,
             console_proxy: None,
             keystone_endpoint: "http://keystone.openstack.svc.cluster.local:5000/v3".into(),
+            tls: None,
             keystone_public_endpoint: None,
             remote_compute: None,
             service_user: ServiceUserSpec {

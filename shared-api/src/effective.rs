@@ -28,6 +28,8 @@ pub mod secret_keys {
     pub const TRANSPORT_URL: &str = "transport_url";
     /// The messaging CA bundle.
     pub const MESSAGING_CA: &str = "ca.crt";
+    /// The endpoint CA bundle of spec.tls.
+    pub const ENDPOINT_CA: &str = "ca.crt";
 }
 
 /// The key a reference is read with: its own, or the use site's default when empty.

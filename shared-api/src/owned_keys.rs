@@ -168,6 +168,27 @@ const NOVACOMPUTE_PASSWORDS: [OwnedKey; 5] = password_keys!(
     "; a file override is ignored at runtime and copies credential material into the rendered ConfigMap"
 );
 
+/// Beyond the spec (issue 30): the CA file of every client section, which points the TLS
+/// verification of Keystone and the service endpoints at the bundle the operator mounts.
+macro_rules! endpoint_ca_keys {
+    ($owned_by:expr) => {{
+        const IMPACT: &str = "it points the TLS verification of Keystone and the service endpoints at the CA bundle the operator mounts; another file fails every call to them, or trusts a CA nobody reviewed";
+        [
+            rejected("keystone_authtoken", "cafile", $owned_by, IMPACT),
+            rejected("service_user", "cafile", $owned_by, IMPACT),
+            rejected("placement", "cafile", $owned_by, IMPACT),
+            rejected("neutron", "cafile", $owned_by, IMPACT),
+            rejected("glance", "cafile", $owned_by, IMPACT),
+            rejected("cinder", "cafile", $owned_by, IMPACT),
+            rejected("barbican", "verify_ssl_path", $owned_by, IMPACT),
+        ]
+    }};
+}
+
+const NOVA_ENDPOINT_CA: [OwnedKey; 7] = endpoint_ca_keys!("spec.tls.caBundleSecretRef");
+
+const NOVACOMPUTE_ENDPOINT_CA: [OwnedKey; 7] = endpoint_ca_keys!("the compute contract");
+
 /// The keys a Nova's extraConfig may not set.
 const NOVA_REJECTED: [OwnedKey; 9] = [
     rejected(
@@ -425,6 +446,7 @@ pub fn nova() -> impl Iterator<Item = &'static OwnedKey> {
     NOVA_REJECTED
         .iter()
         .chain(NOVA_PASSWORDS.iter())
+        .chain(NOVA_ENDPOINT_CA.iter())
         .chain(NOVA_REPORTED.iter())
         .chain(NOVA_REPORTED_MORE.iter())
 }
@@ -526,6 +548,7 @@ pub fn novacompute() -> impl Iterator<Item = &'static OwnedKey> {
     NOVACOMPUTE_REJECTED
         .iter()
         .chain(NOVACOMPUTE_PASSWORDS.iter())
+        .chain(NOVACOMPUTE_ENDPOINT_CA.iter())
         .chain(NOVACOMPUTE_REPORTED.iter())
 }
 
@@ -560,6 +583,13 @@ mod tests {
             ("neutron", "metadata_proxy_shared_secret"),
             ("oslo_messaging_rabbit", "ssl"),
             ("oslo_messaging_rabbit", "ssl_ca_file"),
+            ("keystone_authtoken", "cafile"),
+            ("service_user", "cafile"),
+            ("placement", "cafile"),
+            ("neutron", "cafile"),
+            ("glance", "cafile"),
+            ("cinder", "cafile"),
+            ("barbican", "verify_ssl_path"),
             ("vnc", "novncproxy_host"),
             ("vnc", "novncproxy_port"),
         ];

@@ -109,6 +109,12 @@ pub struct Flags {
     /// (repeatable, or comma-separated): for a controller outside the cluster it manages.
     #[arg(long = "service-route", env = "NOVA_CONTROLLER_SERVICE_ROUTES", value_delimiter = ',', value_parser = service_route)]
     pub service_routes: Vec<(String, SocketAddr)>,
+    /// A PEM file of CA certificates trusted for https Keystone, compute and Placement
+    /// endpoints besides the system's roots (the chart mounts `controller.trust` here); a
+    /// Nova's spec.tls bundle adds to both for the calls on its cloud. Read at start: an
+    /// unreadable file or one without a certificate stops the controller.
+    #[arg(long, env = "NOVA_CONTROLLER_CA_FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// Parses one `HOST:PORT=ADDRESS` of `--service-route`.

@@ -14,6 +14,7 @@ use nova_controller::clusters::{ABANDON_AFTER, Fleet, KubeCluster, Registry, ava
 use nova_controller::crd_currency::{self, Notice};
 use nova_controller::leadership::{self, Fence, FenceLayer};
 use nova_controller::metrics::Metrics;
+use nova_controller::openstack::trust::{CaBundle, Trust};
 use nova_controller::ratelimit::RateLimitLayer;
 use nova_controller::{nova, novacompute};
 use tokio::sync::watch;
@@ -36,6 +37,12 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
         .install_default()
         .map_err(|_| anyhow::anyhow!("installing the rustls crypto provider failed"))?;
 
+    let extra_ca = match &flags.ca_file {
+        Some(path) => {
+            Some(CaBundle::from_file(path).map_err(|e| anyhow::anyhow!("--ca-file: {e}"))?)
+        }
+        None => None,
+    };
     let request_timeout = Duration::from_secs(flags.request_timeout_seconds);
     let mut config = config(&flags).await?;
     // The API server's audit log tells which replica sent a request.
@@ -82,7 +89,8 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
         .register(nova::controller::kinds())
         .register(novacompute::controller::kinds())
         .probe_services_at(flags.health_check_address)
-        .route_services(flags.service_routes.iter().cloned().collect());
+        .route_services(flags.service_routes.iter().cloned().collect())
+        .trust(Trust::system_and(extra_ca));
     let cluster = KubeCluster::start(client.clone(), scope.clone(), registry.clone()).await;
     {
         let (cluster, ready) = (cluster.clone(), ready.clone());

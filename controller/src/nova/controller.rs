@@ -57,6 +57,9 @@ pub fn referenced_secrets(nova: &Nova) -> BTreeSet<String> {
     if let Some(tls) = &spec.messaging.tls {
         names.insert(tls.ca_bundle_secret_ref.name.clone());
     }
+    if let Some(tls) = &spec.tls {
+        names.insert(tls.ca_bundle_secret_ref.name.clone());
+    }
     if let Some(remote) = &spec.remote_compute {
         names.insert(remote.transport_url_secret_ref.name.clone());
     }

@@ -18,6 +18,8 @@ pub struct Resolved {
     pub metadata_shared_secret: Option<Sensitive>,
     /// The broker CA bundle, on a TLS bus.
     pub messaging_ca: Option<Sensitive>,
+    /// spec.tls's CA bundle, while it is set.
+    pub endpoint_ca: Option<Sensitive>,
     /// The transport URL the control-plane pods use.
     pub transport_url: Option<Sensitive>,
     /// The broker port the NetworkPolicy opens and the bus workloads probe.
@@ -54,6 +56,7 @@ impl Merge for Resolved {
             later_plan.metadata_shared_secret,
         );
         later(&mut self.messaging_ca, later_plan.messaging_ca);
+        later(&mut self.endpoint_ca, later_plan.endpoint_ca);
         later(&mut self.transport_url, later_plan.transport_url);
         later(&mut self.broker_port, later_plan.broker_port);
         later(&mut self.config_map, later_plan.config_map);

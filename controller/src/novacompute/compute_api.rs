@@ -26,6 +26,7 @@ fn client(pass: &NovaComputePass, nova: &NovaInputs) -> Arc<Client> {
     let cloud = nova.cluster.name.as_deref().unwrap_or_default();
     Arc::new(
         Client::new(nova.cluster.handle.transport(), endpoints, credentials)
+            .trusting(nova.endpoint_ca.as_ref())
             .sharing(pass.shared.sessions(), cloud),
     )
 }
@@ -197,6 +198,7 @@ mod tests {
                 project_domain_name: "Projects".into(),
                 password: Sensitive::new("p"),
             },
+            endpoint_ca: None,
             cluster: crate::novacompute::fixtures::home(),
         };
         let (endpoints, credentials) = addressing(&inputs);

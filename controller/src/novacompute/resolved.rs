@@ -10,6 +10,7 @@ use nova_api::v1alpha1::{
 
 use crate::clusters::Handle;
 use crate::openstack::Client;
+use crate::openstack::trust::CaBundle;
 use crate::pipeline::Merge;
 use crate::sensitive::Sensitive;
 
@@ -63,6 +64,8 @@ pub struct NovaInputs {
     pub compute_url: String,
     /// The service user.
     pub credentials: ServiceCredentials,
+    /// The Nova's spec.tls CA bundle, while it sets one.
+    pub endpoint_ca: Option<CaBundle>,
     /// The cluster the Nova is placed on.
     pub cluster: NovaCluster,
 }

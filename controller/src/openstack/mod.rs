@@ -15,6 +15,7 @@ pub mod nova;
 pub mod placement;
 pub mod sessions;
 pub mod transport;
+pub mod trust;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -189,6 +190,15 @@ impl Client {
             session: tokio::sync::Mutex::new(None),
             renewed: AtomicBool::new(false),
         }
+    }
+
+    /// The client, verifying https endpoints against `bundle` too (the Nova's spec.tls) where
+    /// its transport verifies them itself.
+    pub fn trusting(mut self, bundle: Option<&trust::CaBundle>) -> Self {
+        if let Some(transport) = bundle.and_then(|b| self.transport.trusting(b)) {
+            self.transport = transport;
+        }
+        self
     }
 
     /// The client, taking and keeping its tokens in `sessions`, its calls reaching the

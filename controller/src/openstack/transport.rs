@@ -14,6 +14,8 @@ use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use super::trust::{CaBundle, Trust};
+
 /// The bound of every request, the token request included.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most of a response body that is read.
@@ -103,6 +105,14 @@ pub enum TransportError {
 pub trait Transport: Send + Sync {
     /// Sends one request and reads its answer, within [`REQUEST_TIMEOUT`].
     fn send(&self, request: Request) -> BoxFuture<'_, Result<Response, TransportError>>;
+
+    /// This transport, verifying https endpoints against `bundle` besides what it trusts
+    /// already; None when it does not verify them itself (a target cluster's service proxy:
+    /// its API server dials the Service).
+    fn trusting(&self, bundle: &CaBundle) -> Option<Arc<dyn Transport>> {
+        let _ = bundle;
+        None
+    }
 }
 
 /// A cloud with nothing in it, for `render`: Keystone issues a token, every list is empty, and
@@ -138,26 +148,28 @@ impl Transport for EmptyCloud {
 }
 
 /// Plain HTTP(S) from this process: one HTTP/1.1 connection per request (a pass makes a
-/// handful), TLS verified against the system's roots.
+/// handful), TLS verified against the system's roots and the extra bundles of its [`Trust`].
 pub struct Direct {
     /// `host:port` → the address dialled instead of resolving the host: for a controller
     /// outside the cluster, which cannot resolve Service names.
-    routes: BTreeMap<String, SocketAddr>,
+    routes: Arc<BTreeMap<String, SocketAddr>>,
+    trust: Trust,
     /// The TLS client configuration, built on the first https request.
     tls: std::sync::OnceLock<Result<Arc<rustls::ClientConfig>, String>>,
     timeout: Duration,
 }
 
 impl Direct {
-    /// A transport that resolves every host itself.
+    /// A transport that resolves every host itself and trusts the system's roots.
     pub fn new() -> Self {
-        Self::routed(BTreeMap::new())
+        Self::routed(BTreeMap::new(), Trust::default())
     }
 
-    /// A transport that dials `routes[host:port]` for those hosts.
-    pub fn routed(routes: BTreeMap<String, SocketAddr>) -> Self {
+    /// A transport that dials `routes[host:port]` for those hosts, and trusts `trust`.
+    pub fn routed(routes: BTreeMap<String, SocketAddr>, trust: Trust) -> Self {
         Self {
-            routes,
+            routes: Arc::new(routes),
+            trust,
             tls: std::sync::OnceLock::new(),
             timeout: REQUEST_TIMEOUT,
         }
@@ -209,7 +221,7 @@ impl Direct {
             };
             let config = self
                 .tls
-                .get_or_init(tls_config)
+                .get_or_init(|| self.trust.client_config())
                 .clone()
                 .map_err(tls_failed)?;
             let name = rustls::pki_types::ServerName::try_from(host.to_owned())
@@ -239,6 +251,15 @@ impl Transport for Direct {
                 .await
                 .unwrap_or(Err(TransportError::TimedOut(authority)))
         })
+    }
+
+    fn trusting(&self, bundle: &CaBundle) -> Option<Arc<dyn Transport>> {
+        Some(Arc::new(Self {
+            routes: self.routes.clone(),
+            trust: self.trust.and(bundle),
+            tls: std::sync::OnceLock::new(),
+            timeout: self.timeout,
+        }))
     }
 }
 
@@ -359,23 +380,6 @@ where
     })
 }
 
-/// TLS 1.2/1.3 over the ring provider, verified against the system's roots (the operator's
-/// image carries none: its Services are plain http inside the cluster, so an https endpoint
-/// fails verification loudly rather than silently trusting it).
-fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_native_certs::load_native_certs().certs {
-        let _ = roots.add(cert);
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(config))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,10 +437,10 @@ mod tests {
             Duration::ZERO,
         )
         .await;
-        let direct = Direct::routed(BTreeMap::from([(
-            "nova.ns.svc.cluster.local:8774".to_owned(),
-            address,
-        )]));
+        let direct = Direct::routed(
+            BTreeMap::from([("nova.ns.svc.cluster.local:8774".to_owned(), address)]),
+            Trust::default(),
+        );
         let response = direct
             .send(get(
                 "http://nova.ns.svc.cluster.local:8774/v2.1/os-services?binary=nova-compute",
@@ -487,5 +491,83 @@ mod tests {
                 .expect_err("scheme"),
             TransportError::InvalidUrl("service")
         );
+    }
+
+    /// An https server on loopback with a certificate for `keystone.test` issued by `ca`,
+    /// answering one request.
+    async fn serve_tls_once(ca: &nova_certs::CertificateAuthority) -> SocketAddr {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let issued = ca
+            .issue_serving("keystone.test", &["keystone.test"])
+            .expect("a serving certificate");
+        let chain = vec![CertificateDer::from_pem_slice(issued.cert_pem.as_bytes()).expect("pem")];
+        let key = PrivateKeyDer::from_pem_slice(issued.key_pem.as_bytes()).expect("key");
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .expect("server config");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            loop {
+                let (socket, _) = listener.accept().await.expect("accept");
+                let Ok(mut tls) = acceptor.accept(socket).await else {
+                    continue;
+                };
+                let mut request = vec![0u8; 4096];
+                let _ = tls.read(&mut request).await;
+                let _ = tls
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+                    .await;
+                let _ = tls.shutdown().await;
+            }
+        });
+        address
+    }
+
+    #[tokio::test]
+    async fn an_https_endpoint_is_verified_against_the_trusted_bundle_and_named_when_it_fails() {
+        let ca = nova_certs::CertificateAuthority::new("test CA").expect("a CA");
+        let address = serve_tls_once(&ca).await;
+        let routes = BTreeMap::from([("keystone.test:5443".to_owned(), address)]);
+        let untrusting = Direct::routed(routes, Trust::default());
+        let err = untrusting
+            .send(get("https://keystone.test:5443/v3"))
+            .await
+            .expect_err("an unknown issuer");
+        match &err {
+            TransportError::Tls { address, message } => {
+                assert_eq!(address, "keystone.test:5443");
+                assert!(message.contains("UnknownIssuer"), "{message}");
+            }
+            other => panic!("not a TLS error: {other}"),
+        }
+        let bundle = CaBundle::from_pem("the test CA", ca.cert_pem().as_bytes()).expect("bundle");
+        let trusting = untrusting
+            .trusting(&bundle)
+            .expect("a direct transport verifies");
+        let response = trusting
+            .send(get("https://keystone.test:5443/v3"))
+            .await
+            .expect("verified against the bundle");
+        assert_eq!(response.status, 200);
+        let other = nova_certs::CertificateAuthority::new("another CA").expect("a CA");
+        let wrong = CaBundle::from_pem("another CA", other.cert_pem().as_bytes()).expect("bundle");
+        assert!(matches!(
+            untrusting
+                .trusting(&wrong)
+                .expect("direct")
+                .send(get("https://keystone.test:5443/v3"))
+                .await,
+            Err(TransportError::Tls { .. })
+        ));
     }
 }

@@ -93,6 +93,8 @@ pub struct ContractSecrets {
     pub metadata_shared_secret: Sensitive,
     /// The broker CA bundle, on a TLS bus.
     pub ca: Option<Sensitive>,
+    /// spec.tls's CA bundle, while it is set.
+    pub endpoint_ca: Option<Sensitive>,
 }
 
 /// The whole data of one contract Secret: the rendered keys plus the Secret-sourced ones.
@@ -121,6 +123,11 @@ pub fn contract_data(
         && let Some(ca) = &secrets.ca
     {
         data.insert(contract_keys::CA_CRT.to_owned(), ca.clone());
+    }
+    if spec.tls.is_some()
+        && let Some(ca) = &secrets.endpoint_ca
+    {
+        data.insert(contract_keys::ENDPOINT_CA_CRT.to_owned(), ca.clone());
     }
     Ok(data)
 }

@@ -22,8 +22,7 @@ use nova_api::v1alpha1::NovaSpec;
 
 use super::error::RenderError;
 use super::inputs::{SharedInputs, verbatim};
-use super::nova_conf::{Addressing, Interface, shared_document};
-use super::paths::COMPUTE_CA_FILE;
+use super::nova_conf::{Addressing, CaFiles, Interface, shared_document};
 
 /// The keys of a compute contract Secret.
 pub mod contract_keys {
@@ -39,6 +38,9 @@ pub mod contract_keys {
     pub const METADATA_PROXY_SHARED_SECRET: &str = "metadata_proxy_shared_secret";
     /// The broker CA bundle, only while spec.messaging.tls is set (added by the ComputeConfig step).
     pub const CA_CRT: &str = "ca.crt";
+    /// Beyond the spec (issue 30): spec.tls's CA bundle, only while it is set (added by the
+    /// ComputeConfig step); the fragment's `cafile` names it.
+    pub const ENDPOINT_CA_CRT: &str = "endpoint-ca.crt";
 }
 
 /// Which of the two contracts to render.
@@ -77,7 +79,7 @@ pub fn render_compute_fragment(
             }
         }
     };
-    shared_document(&inputs, &addressing, COMPUTE_CA_FILE)
+    shared_document(&inputs, &addressing, CaFiles::COMPUTE)
         .render()
         .map_err(|e| RenderError::Section {
             document: contract_keys::NOVA_COMPUTE_CONF,
@@ -101,8 +103,9 @@ pub fn contract_static_keys(
 }
 
 /// The contract keys whose values come from Secrets, which the ComputeConfig step adds:
-/// `transport_url`, `password`, `metadata_proxy_shared_secret`, and `ca.crt` while
-/// spec.messaging.tls is set. The same for both variants.
+/// `transport_url`, `password`, `metadata_proxy_shared_secret`, `ca.crt` while
+/// spec.messaging.tls is set, and `endpoint-ca.crt` while spec.tls is. The same for both
+/// variants.
 pub fn secret_contract_keys(spec: &NovaSpec) -> Vec<&'static str> {
     let mut keys = vec![
         contract_keys::TRANSPORT_URL,
@@ -111,6 +114,9 @@ pub fn secret_contract_keys(spec: &NovaSpec) -> Vec<&'static str> {
     ];
     if spec.messaging.tls.is_some() {
         keys.push(contract_keys::CA_CRT);
+    }
+    if spec.tls.is_some() {
+        keys.push(contract_keys::ENDPOINT_CA_CRT);
     }
     keys
 }

@@ -95,6 +95,8 @@ pub(crate) struct SharedInputs {
     /// None while Barbican is off; else its barbican_endpoint, if pinned.
     pub barbican: Option<Option<String>>,
     pub messaging_tls: bool,
+    /// Whether spec.tls names a CA bundle for Keystone and the service endpoints.
+    pub endpoint_tls: bool,
     pub debug: bool,
     pub console: Console,
 }
@@ -168,6 +170,7 @@ impl SharedInputs {
                 endpoints.barbican.as_ref(),
             )?,
             messaging_tls: spec.messaging.tls.is_some(),
+            endpoint_tls: spec.tls.is_some(),
             debug: spec.logging.as_ref().and_then(|l| l.debug).unwrap_or(false),
             console: console(name, namespace, spec)?,
         })

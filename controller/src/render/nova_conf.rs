@@ -11,7 +11,10 @@ use super::error::RenderError;
 use super::ini::{IniDocument, Section};
 use super::inputs::{SharedInputs, verbatim};
 use super::logging;
-use super::paths::{LOCK_PATH, LOG_CONFIG_APPEND, RABBITMQ_CA_FILE, STATE_PATH};
+use super::paths::{
+    COMPUTE_CA_FILE, COMPUTE_ENDPOINT_CA_FILE, ENDPOINT_CA_FILE, LOCK_PATH, LOG_CONFIG_APPEND,
+    RABBITMQ_CA_FILE, STATE_PATH,
+};
 
 /// `[keystone_authtoken]`, `[service_user]` and the credential-carrying client sections
 /// authenticate with the keystoneauth password plugin. The password itself is never
@@ -258,6 +261,54 @@ fn vnc(inputs: &SharedInputs) -> Section {
     section
 }
 
+/// Where a document's reader finds the CA bundles: the broker's and spec.tls's.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CaFiles {
+    /// `[oslo_messaging_rabbit] ssl_ca_file`.
+    pub messaging: &'static str,
+    /// Every client section's `cafile` and `[barbican] verify_ssl_path`.
+    pub endpoints: &'static str,
+}
+
+impl CaFiles {
+    /// The control plane's mounts.
+    pub(crate) const CONTROL_PLANE: Self = Self {
+        messaging: RABBITMQ_CA_FILE,
+        endpoints: ENDPOINT_CA_FILE,
+    };
+    /// The compute contract Secret's keys, as a pool mounts it.
+    pub(crate) const COMPUTE: Self = Self {
+        messaging: COMPUTE_CA_FILE,
+        endpoints: COMPUTE_ENDPOINT_CA_FILE,
+    };
+}
+
+/// The sections that verify Keystone or a service endpoint with keystoneauth's `cafile`.
+const CAFILE_SECTIONS: [&str; 6] = [
+    "keystone_authtoken",
+    "service_user",
+    "placement",
+    "neutron",
+    "glance",
+    "cinder",
+];
+
+/// While spec.tls is set, every client section that exists verifies its endpoints against
+/// the mounted bundle (castellan's `[barbican]` names it verify_ssl_path).
+fn endpoint_ca(doc: &mut IniDocument, inputs: &SharedInputs, ca_file: &str) {
+    if !inputs.endpoint_tls {
+        return;
+    }
+    for section in CAFILE_SECTIONS {
+        if doc.has_section(section) {
+            doc.set(section, "cafile", ca_file);
+        }
+    }
+    if doc.has_section("barbican") {
+        doc.set("barbican", "verify_ssl_path", ca_file);
+    }
+}
+
 /// The sections nova.conf and nova-compute.conf both carry, from one set of helpers: `[DEFAULT]`
 /// (use_stderr, debug), `[keystone_authtoken]` (without memcached_servers), `[service_user]`,
 /// `[placement]` (without timeout), `[neutron]`, `[glance]`, `[oslo_messaging_rabbit]`,
@@ -266,7 +317,7 @@ fn vnc(inputs: &SharedInputs) -> Section {
 pub(crate) fn shared_document(
     inputs: &SharedInputs,
     addressing: &Addressing<'_>,
-    ca_file: &str,
+    ca_files: CaFiles,
 ) -> IniDocument {
     let mut doc = IniDocument::new();
     doc.set("DEFAULT", "use_stderr", "true");
@@ -285,8 +336,9 @@ pub(crate) fn shared_document(
     }
     doc.insert_section(
         "oslo_messaging_rabbit",
-        oslo_messaging_rabbit(inputs, ca_file),
+        oslo_messaging_rabbit(inputs, ca_files.messaging),
     );
+    endpoint_ca(&mut doc, inputs, ca_files.endpoints);
     doc.set("oslo_messaging_notifications", "driver", "noop");
     doc.set("upgrade_levels", "compute", "auto");
     doc.insert_section("vnc", vnc(inputs));
@@ -332,7 +384,11 @@ pub(crate) fn operator_document(
     let backend = verbatim("spec.cache.backend", backend)?;
     let default_log_levels = logging::default_log_levels(spec)?;
 
-    let mut doc = shared_document(inputs, &Addressing::in_cluster(inputs), RABBITMQ_CA_FILE);
+    let mut doc = shared_document(
+        inputs,
+        &Addressing::in_cluster(inputs),
+        CaFiles::CONTROL_PLANE,
+    );
     doc.set("DEFAULT", "state_path", STATE_PATH);
     doc.set_opt(
         "DEFAULT",

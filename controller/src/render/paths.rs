@@ -32,10 +32,16 @@ pub const LOG_CONFIG_APPEND: &str = "/etc/nova/nova.conf.d/logging.ini";
 pub const RABBITMQ_CA_DIR: &str = "/etc/rabbitmq-ca";
 /// `[oslo_messaging_rabbit] ssl_ca_file` of the control plane.
 pub const RABBITMQ_CA_FILE: &str = "/etc/rabbitmq-ca/ca.crt";
+/// The endpoint CA mount of the control-plane pods, while spec.tls is set (beyond the spec).
+pub const ENDPOINT_CA_DIR: &str = "/etc/openstack-ca";
+/// The client sections' `cafile` of the control plane.
+pub const ENDPOINT_CA_FILE: &str = "/etc/openstack-ca/ca.crt";
 /// Where a NovaCompute pool mounts the contract Secret; part of the contract.
 pub const COMPUTE_CONFIG_DIR: &str = "/etc/nova/compute-config";
 /// `[oslo_messaging_rabbit] ssl_ca_file` of the compute fragment.
 pub const COMPUTE_CA_FILE: &str = "/etc/nova/compute-config/ca.crt";
+/// The client sections' `cafile` of the compute fragment, while spec.tls is set.
+pub const COMPUTE_ENDPOINT_CA_FILE: &str = "/etc/nova/compute-config/endpoint-ca.crt";
 /// The noVNC client directory the image ships and the proxy serves (`[DEFAULT] web`).
 pub const NOVNC_WEB: &str = "/usr/share/novnc";
 /// The console proxy's listen port, the port of its Service.

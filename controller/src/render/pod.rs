@@ -38,9 +38,9 @@ use super::dsn::tls_enabled;
 use super::logging::is_json;
 use super::paths::{API_TLS_MOUNT, CELL_TLS_MOUNT, CONNECTION_KEY};
 use super::paths::{
-    CONDUCTOR_CONF, CONDUCTOR_CONFIG_DIR, CONFIG_DIR, LOGGING_INI, METADATA_CONF, NOVA_CONF,
-    NOVNCPROXY_CONF, NOVNCPROXY_CONFIG_DIR, RABBITMQ_CA_DIR, SCHEDULER_CONF, SCHEDULER_CONFIG_DIR,
-    STATE_PATH,
+    CONDUCTOR_CONF, CONDUCTOR_CONFIG_DIR, CONFIG_DIR, ENDPOINT_CA_DIR, LOGGING_INI, METADATA_CONF,
+    NOVA_CONF, NOVNCPROXY_CONF, NOVNCPROXY_CONFIG_DIR, RABBITMQ_CA_DIR, SCHEDULER_CONF,
+    SCHEDULER_CONFIG_DIR, STATE_PATH,
 };
 
 /// The "openstack" UID and GID every process runs as, and the pod's fsGroup.
@@ -533,8 +533,8 @@ fn db_tls(volume: &str, block: &DatabaseSpec, path: &str) -> Option<Mount> {
 /// The volumes and mounts of `role`, in a fixed order: the shared config directory (the
 /// selected files for a long-running role, the whole ConfigMap for a Job), the role's overlay
 /// directory, `/var/lib/nova`, `/tmp`, the database TLS directories of the blocks with TLS on
-/// (the nova_api one only for roles that open that connection), and the broker CA while the
-/// bus is TLS.
+/// (the nova_api one only for roles that open that connection), the broker CA while the bus is
+/// TLS, and spec.tls's CA bundle while it is set.
 pub fn mounts(inputs: &PodInputs<'_>, role: Role) -> Vec<Mount> {
     let spec = inputs.spec;
     let shared_items = (role != Role::Job).then(|| {
@@ -569,27 +569,43 @@ pub fn mounts(inputs: &PodInputs<'_>, role: Role) -> Vec<Mount> {
     mounts.extend(db_tls("db-tls-cell", &spec.database, CELL_TLS_MOUNT));
     if let Some(tls) = &spec.messaging.tls {
         let key = secret_key(&tls.ca_bundle_secret_ref, secret_keys::MESSAGING_CA);
-        mounts.push(Mount {
-            volume: Volume {
-                name: "rabbitmq-ca".to_owned(),
-                projected: Some(ProjectedVolumeSource {
-                    sources: Some(vec![secret_files(
-                        &tls.ca_bundle_secret_ref,
-                        &[(key, CA_KEY)],
-                    )]),
-                    ..Default::default()
-                }),
-                ..Default::default()
-            },
-            mount: VolumeMount {
-                name: "rabbitmq-ca".to_owned(),
-                mount_path: RABBITMQ_CA_DIR.to_owned(),
-                read_only: Some(true),
-                ..Default::default()
-            },
-        });
+        mounts.push(ca_bundle(
+            "rabbitmq-ca",
+            &tls.ca_bundle_secret_ref,
+            key,
+            RABBITMQ_CA_DIR,
+        ));
+    }
+    if let Some(tls) = &spec.tls {
+        let key = secret_key(&tls.ca_bundle_secret_ref, secret_keys::ENDPOINT_CA);
+        mounts.push(ca_bundle(
+            "endpoint-ca",
+            &tls.ca_bundle_secret_ref,
+            key,
+            ENDPOINT_CA_DIR,
+        ));
     }
     mounts
+}
+
+/// A CA bundle's `key` of `secret`, as `ca.crt` in the directory `path`.
+fn ca_bundle(volume: &str, secret: &SecretRefSpec, key: &str, path: &str) -> Mount {
+    Mount {
+        volume: Volume {
+            name: volume.to_owned(),
+            projected: Some(ProjectedVolumeSource {
+                sources: Some(vec![secret_files(secret, &[(key, CA_KEY)])]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        mount: VolumeMount {
+            name: volume.to_owned(),
+            mount_path: path.to_owned(),
+            read_only: Some(true),
+            ..Default::default()
+        },
+    }
 }
 
 /// The restricted container security context: non-root as the openstack UID/GID, no

@@ -118,8 +118,26 @@ fn the_fragments_leave_out_what_a_compute_must_not_read() {
             value(&text, "oslo_messaging_rabbit", "ssl_ca_file").as_deref(),
             Some("/etc/nova/compute-config/ca.crt")
         );
+        for (section, key) in ENDPOINT_CA_KEYS {
+            assert_eq!(
+                value(&text, section, key).as_deref(),
+                Some("/etc/nova/compute-config/endpoint-ca.crt"),
+                "[{section}] {key} in {variant:?}"
+            );
+        }
     }
 }
+
+/// Where spec.tls's bundle is named: keystoneauth's cafile, castellan's verify_ssl_path.
+const ENDPOINT_CA_KEYS: [(&str, &str); 7] = [
+    ("keystone_authtoken", "cafile"),
+    ("service_user", "cafile"),
+    ("placement", "cafile"),
+    ("neutron", "cafile"),
+    ("glance", "cafile"),
+    ("cinder", "cafile"),
+    ("barbican", "verify_ssl_path"),
+];
 
 #[test]
 fn every_fragment_section_is_the_one_nova_conf_carries_minus_the_left_out_keys() {
@@ -135,6 +153,8 @@ fn every_fragment_section_is_the_one_nova_conf_carries_minus_the_left_out_keys()
         let theirs = value(conf, &section, &key);
         if (section.as_str(), key.as_str()) == ("oslo_messaging_rabbit", "ssl_ca_file") {
             assert_eq!(theirs.as_deref(), Some("/etc/rabbitmq-ca/ca.crt"));
+        } else if ENDPOINT_CA_KEYS.contains(&(section.as_str(), key.as_str())) {
+            assert_eq!(theirs.as_deref(), Some("/etc/openstack-ca/ca.crt"));
         } else {
             assert_eq!(ours, theirs, "[{section}] {key}");
         }
@@ -249,7 +269,8 @@ fn the_remote_fragment_differs_in_exactly_the_documented_places() {
             "transport_url",
             "password",
             "metadata_proxy_shared_secret",
-            "ca.crt"
+            "ca.crt",
+            "endpoint-ca.crt"
         ]
     );
 }

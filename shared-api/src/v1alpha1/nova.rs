@@ -127,6 +127,10 @@ pub struct NovaSpec {
     /// The in-cluster Keystone auth URL.
     #[schemars(length(min = 1, max = 2048), pattern(r"^https?://"))]
     pub keystone_endpoint: String,
+    /// Beyond the spec (issue 30): the CA bundle trusted for Keystone and the service endpoints
+    /// (Placement, Neutron, Glance, Cinder, Barbican), by the pods and the operator alike.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<NovaTLSSpec>,
     /// The browser-facing Keystone URL (www_authenticate_uri); keystoneEndpoint when empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 2048))]
@@ -167,6 +171,14 @@ pub struct NovaSpec {
     /// The registered target cluster receiving the children; immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_cluster_ref: Option<TargetClusterRefSpec>,
+}
+
+/// Trust for the HTTPS endpoints Nova and the operator call (beyond the spec, issue 30).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NovaTLSSpec {
+    /// The PEM CA bundle (key ca.crt by default), trusted besides the system roots.
+    pub ca_bundle_secret_ref: SecretRefSpec,
 }
 
 /// The API Deployment, the only one that scales horizontally.

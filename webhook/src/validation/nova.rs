@@ -311,6 +311,14 @@ fn secret_ref_rules(root: &Path, spec: &NovaSpec, errors: &mut Violations) {
             "secretRef.name must be set (the Secret holding the service-user password)",
         ));
     }
+    if let Some(tls) = &spec.tls
+        && tls.ca_bundle_secret_ref.name.is_empty()
+    {
+        errors.push(FieldError::required(
+            root.child("tls").child("caBundleSecretRef").child("name"),
+            "caBundleSecretRef.name must be set when spec.tls is configured (the Secret holding the CA bundle Keystone and the service endpoints are verified against)",
+        ));
+    }
 }
 
 /// The Keystone endpoints, the endpoint overrides and the remote-compute block.

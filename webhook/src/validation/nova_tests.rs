@@ -15,8 +15,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelecto
 use nova_api::v1alpha1::{
     AutoscalingSpec, ClusterRef, CredentialsMode, DBArchiveSpec, EndpointOverrideSpec,
     GatewayParentRefSpec, GatewaySpec, JobSpec, LoggingSpec, MessagingTLSSpec, NetworkPolicySpec,
-    NovaEndpointsSpec, NovaRemoteComputeSpec, PodMetadataSpec, SecretRefSpec, SecretStoreRefSpec,
-    TargetClusterRefSpec, VPAUpdateMode, VerticalAutoscalingSpec,
+    NovaEndpointsSpec, NovaRemoteComputeSpec, NovaTLSSpec, PodMetadataSpec, SecretRefSpec,
+    SecretStoreRefSpec, TargetClusterRefSpec, VPAUpdateMode, VerticalAutoscalingSpec,
 };
 use pretty_assertions::assert_eq;
 
@@ -376,6 +376,25 @@ fn image_database_cache_and_messaging_unions() {
             want: &[
                 "spec.messaging.tls.caBundleSecretRef.name: Required value: caBundleSecretRef.name must be set when spec.messaging.tls is configured",
             ],
+        },
+        Case {
+            name: "endpoint tls without a CA name",
+            edit: |n| n.spec.tls = Some(NovaTLSSpec::default()),
+            want: &[
+                "spec.tls.caBundleSecretRef.name: Required value: caBundleSecretRef.name must be set when spec.tls is configured (the Secret holding the CA bundle Keystone and the service endpoints are verified against)",
+            ],
+        },
+        Case {
+            name: "endpoint tls with a CA name",
+            edit: |n| {
+                n.spec.tls = Some(NovaTLSSpec {
+                    ca_bundle_secret_ref: SecretRefSpec {
+                        name: "keystone-ca".into(),
+                        key: None,
+                    },
+                })
+            },
+            want: &[],
         },
     ]);
 }

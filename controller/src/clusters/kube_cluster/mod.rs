@@ -161,7 +161,7 @@ impl KubeCluster {
         }
         // A target's Services are reached through its API server, never dialled.
         let transport: Arc<dyn Transport> = match &target {
-            None => Arc::new(Direct::routed(registry.service_routes)),
+            None => Arc::new(Direct::routed(registry.service_routes, registry.trust)),
             Some(target) => Arc::new(Proxied::new(target.proxy.clone())),
         };
         Arc::new(KubeCluster {

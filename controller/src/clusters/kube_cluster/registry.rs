@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use super::cache::key;
 use crate::clusters::KindSpec;
+use crate::openstack::trust::Trust;
 
 /// The kinds the pipelines read, collected from every controller before the caches start.
 #[derive(Clone, Default)]
@@ -11,6 +12,7 @@ pub struct Registry {
     pub(super) kinds: Vec<KindSpec>,
     pub(super) probe_address: Option<std::net::SocketAddr>,
     pub(super) service_routes: BTreeMap<String, std::net::SocketAddr>,
+    pub(super) trust: Trust,
 }
 
 impl Registry {
@@ -40,6 +42,13 @@ impl Registry {
     /// resolving them: for a controller outside the cluster.
     pub fn route_services(mut self, routes: BTreeMap<String, std::net::SocketAddr>) -> Self {
         self.service_routes = routes;
+        self
+    }
+
+    /// Verifies the https OpenStack endpoints this controller dials against `trust` (the
+    /// system's roots and `--ca-file`).
+    pub fn trust(mut self, trust: Trust) -> Self {
+        self.trust = trust;
         self
     }
 }

@@ -72,6 +72,7 @@ fn in_cluster_secrets(resolved: &Resolved) -> Option<ContractSecrets> {
         password: resolved.service_password.clone()?,
         metadata_shared_secret: resolved.metadata_shared_secret.clone()?,
         ca: resolved.messaging_ca.clone(),
+        endpoint_ca: resolved.endpoint_ca.clone(),
     })
 }
 

@@ -32,6 +32,8 @@ pub enum Use {
     MetadataSharedSecret,
     /// The broker CA bundle.
     MessagingCa,
+    /// spec.tls's CA bundle (beyond the spec, issue 30).
+    EndpointCa,
 }
 
 /// One credential gate: a Secret that must exist with every expected key.
@@ -52,7 +54,8 @@ pub struct CredentialGate {
 }
 
 /// The credential gates in the seed's order: the two database Secrets (nova_api first), the
-/// service-user password, the metadata shared secret and, on a TLS bus, the broker CA bundle.
+/// service-user password, the metadata shared secret, on a TLS bus the broker CA bundle and,
+/// while spec.tls is set, the CA bundle of Keystone and the service endpoints.
 pub fn gates(spec: &NovaSpec) -> Vec<CredentialGate> {
     let db = |name: &str| CredentialGate {
         use_: Use::Database,
@@ -104,6 +107,19 @@ pub fn gates(spec: &NovaSpec) -> Vec<CredentialGate> {
             ],
             reason: Reason::WaitingForMessagingCA,
             noun: "Messaging CA bundle",
+            refuse_empty: false,
+        });
+    }
+    if let Some(tls) = &spec.tls {
+        gates.push(CredentialGate {
+            use_: Use::EndpointCa,
+            secret: tls.ca_bundle_secret_ref.name.clone(),
+            keys: vec![
+                effective::secret_key(&tls.ca_bundle_secret_ref, secret_keys::ENDPOINT_CA)
+                    .to_owned(),
+            ],
+            reason: Reason::WaitingForEndpointCA,
+            noun: "Endpoint CA bundle",
             refuse_empty: false,
         });
     }
@@ -226,6 +242,7 @@ fn ready(nova: &Nova, observed: &Observed) -> Result<NovaPlan, Waiting> {
         service_password: Some(password),
         metadata_shared_secret: Some(shared_secret),
         messaging_ca: value(Use::MessagingCa),
+        endpoint_ca: value(Use::EndpointCa),
         ..Default::default()
     };
     Ok(Plan::proceed()
@@ -298,7 +315,7 @@ fn credential_gate(ns: &str, gate: &CredentialGate, credential: &Credential) -> 
 mod tests {
     use super::*;
     use crate::nova::fixtures::{example, values};
-    use nova_api::v1alpha1::{MessagingTLSSpec, SecretRefSpec, SecretStoreRefSpec};
+    use nova_api::v1alpha1::{MessagingTLSSpec, NovaTLSSpec, SecretRefSpec, SecretStoreRefSpec};
 
     fn complete(nova: &Nova) -> Vec<Credential> {
         gates(&nova.spec)
@@ -480,5 +497,27 @@ mod tests {
             plan.resolved.messaging_ca.as_ref().map(Sensitive::expose),
             Some("value-of-rabbitmq-ca-ca.crt")
         );
+    }
+
+    #[test]
+    fn spec_tls_waits_for_its_ca_bundle_then_resolves_it() {
+        let mut nova = example();
+        nova.spec.tls = Some(NovaTLSSpec {
+            ca_bundle_secret_ref: SecretRefSpec {
+                name: "keystone-ca".into(),
+                key: Some("bundle.pem".into()),
+            },
+        });
+        let plan = plan(&nova, &observed(&nova), &Resolved::default());
+        assert_eq!(
+            plan.resolved.endpoint_ca.as_ref().map(Sensitive::expose),
+            Some("value-of-keystone-ca-bundle.pem")
+        );
+        let mut missing = observed(&nova);
+        missing.credentials.last_mut().expect("the CA gate").secret = None;
+        let (ok, reason, message) = verdict(&super::plan(&nova, &missing, &Resolved::default()));
+        assert!(!ok);
+        assert_eq!(reason, Reason::WaitingForEndpointCA);
+        assert!(message.contains("keystone-ca"), "{message}");
     }
 }

@@ -205,6 +205,7 @@ mod tests {
                     project_domain_name: "Default".into(),
                     password: Sensitive::new("p"),
                 },
+                endpoint_ca: None,
                 cluster: crate::novacompute::fixtures::home(),
             }),
             nodes: Some(NodeSets {

@@ -1,7 +1,9 @@
 //! The NovaRef step (`novacompute.md` §5.1): the Nova `spec.novaRef` names, in the pool's
 //! namespace on the management cluster, and what the later steps take from it. In order it
-//! waits for the Nova, its installed release, its published contract, its cluster and its
-//! service-user password, each requeued after 15 s.
+//! waits for the Nova, its installed release, its published contract, its cluster, its
+//! service-user password and, while the Nova sets spec.tls, its CA bundle (beyond the spec,
+//! issue 30: the pool's Keystone, compute and Placement calls verify https against it), each
+//! requeued after 15 s.
 
 use std::sync::Arc;
 
@@ -16,6 +18,7 @@ use crate::clusters::{Caching, KindSpec};
 use crate::clusters::{ClusterError, ClusterExt, SecretValues};
 use crate::novacompute::resolved::{NovaCluster, NovaInputs, Resolved, ServiceCredentials};
 use crate::novacompute::{NovaComputePass, NovaComputePlan};
+use crate::openstack::trust::CaBundle;
 use crate::pipeline::kinds::{Uses, reads};
 use crate::pipeline::{
     Plan, REQUEUE_SECRET_POLLING, StepError, StepFuture, Waiting, observe_then_plan,
@@ -35,6 +38,9 @@ pub struct Observed {
     /// The requested key of its service-user Secret on that cluster; None when the Secret
     /// does not exist.
     pub password: Option<SecretValues>,
+    /// The requested key of the Nova's spec.tls CA Secret on that cluster, while spec.tls is
+    /// set; None when it does not exist or is not named.
+    pub endpoint_ca: Option<SecretValues>,
     /// Why a read failed (names the object, never a value).
     pub failure: Option<String>,
 }
@@ -93,10 +99,24 @@ async fn observe(pass: &NovaComputePass) -> Result<Observed, StepError> {
         Ok(values) => values,
         Err(e) => return Ok(failed(e)),
     };
+    let endpoint_ca = match &nova.spec.tls {
+        Some(tls) => {
+            let key = secret_key(&tls.ca_bundle_secret_ref, secret_keys::ENDPOINT_CA);
+            match (cluster.handle)
+                .secret(ns, &tls.ca_bundle_secret_ref.name, &[key])
+                .await
+            {
+                Ok(values) => values,
+                Err(e) => return Ok(failed(e)),
+            }
+        }
+        None => None,
+    };
     Ok(Observed {
         nova: Some(nova),
         cluster: Some(Ok(cluster)),
         password,
+        endpoint_ca,
         failure: None,
     })
 }
@@ -186,6 +206,7 @@ fn gates(pool: &NovaCompute, observed: &Observed) -> Result<NovaInputs, Waiting>
             }
         },
     };
+    let endpoint_ca = endpoint_ca(nova, observed)?;
     let Some(image) = effective::compute_image(pool.spec.image.as_ref(), Some(release)) else {
         return Err(waiting(
             Reason::WaitingForInstalledRelease,
@@ -205,8 +226,42 @@ fn gates(pool: &NovaCompute, observed: &Observed) -> Result<NovaInputs, Waiting>
             project_domain_name: or_default(user.project_domain_name.as_ref(), DEFAULT_DOMAIN),
             password,
         },
+        endpoint_ca,
         cluster,
     })
+}
+
+/// The Nova's spec.tls bundle, while it names one: waits while its Secret or key is missing;
+/// a key that holds no certificate stops the pool's calls too, named, never quoted.
+fn endpoint_ca(nova: &Nova, observed: &Observed) -> Result<Option<CaBundle>, Waiting> {
+    let Some(tls) = &nova.spec.tls else {
+        return Ok(None);
+    };
+    let ns = nova.namespace().unwrap_or_default();
+    let reference = &tls.ca_bundle_secret_ref;
+    let key = secret_key(reference, secret_keys::ENDPOINT_CA);
+    let secret = format!("{ns}/{}", reference.name);
+    let Some(values) = &observed.endpoint_ca else {
+        return Err(waiting(
+            Reason::WaitingForEndpointCA,
+            format!(
+                "endpoint CA Secret {secret} of Nova {ns}/{} not found",
+                nova.name_any()
+            ),
+        ));
+    };
+    let Some(pem) = values.get(key) else {
+        return Err(waiting(
+            Reason::WaitingForEndpointCA,
+            format!("endpoint CA Secret {secret} carries no \"{key}\" key"),
+        ));
+    };
+    CaBundle::from_pem(
+        &format!("endpoint CA Secret {secret} key \"{key}\""),
+        pem.expose().as_bytes(),
+    )
+    .map(Some)
+    .map_err(|message| waiting(Reason::WaitingForEndpointCA, message))
 }
 
 fn waiting(reason: Reason, message: String) -> Waiting {
