@@ -305,10 +305,16 @@ pub async fn prepare(prefix: &str) -> Prepared {
 }
 
 /// The cluster-local addresses of the shared Keystone and Placement (as the Nova and the catalog
-/// name them), routed to their pods: how a controller outside the cluster reaches them.
+/// name them, over http and https), routed to their pods: how a controller outside the cluster
+/// reaches them.
 pub async fn openstack_routes(os: &OpenStack) -> BTreeMap<String, SocketAddr> {
     let mut routes = BTreeMap::new();
-    for (service, port) in [(KEYSTONE, Ports::KEYSTONE), (PLACEMENT, Ports::PLACEMENT)] {
+    for (service, port) in [
+        (KEYSTONE, Ports::KEYSTONE),
+        (PLACEMENT, Ports::PLACEMENT),
+        (KEYSTONE, Ports::KEYSTONE_TLS),
+        (PLACEMENT, Ports::PLACEMENT_TLS),
+    ] {
         routes.insert(
             format!(
                 "{service}.{}.svc.cluster.local:{port}",

@@ -22,6 +22,7 @@ mod egress;
 pub mod fault_proxy;
 pub mod helm;
 pub mod http;
+pub mod https;
 pub mod images;
 pub mod kwok;
 pub mod local_webhook;

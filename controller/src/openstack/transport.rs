@@ -493,50 +493,24 @@ mod tests {
         );
     }
 
-    /// An https server on loopback with a certificate for `keystone.test` issued by `ca`,
-    /// answering one request.
-    async fn serve_tls_once(ca: &nova_certs::CertificateAuthority) -> SocketAddr {
-        use rustls::pki_types::pem::PemObject;
-        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    /// An https server on loopback with a certificate for `keystone.test` issued by `ca`.
+    async fn serve_tls(ca: &nova_certs::CertificateAuthority) -> SocketAddr {
         let issued = ca
             .issue_serving("keystone.test", &["keystone.test"])
             .expect("a serving certificate");
-        let chain = vec![CertificateDer::from_pem_slice(issued.cert_pem.as_bytes()).expect("pem")];
-        let key = PrivateKeyDer::from_pem_slice(issued.key_pem.as_bytes()).expect("key");
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .expect("server config");
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let address = listener.local_addr().expect("address");
-        tokio::spawn(async move {
-            loop {
-                let (socket, _) = listener.accept().await.expect("accept");
-                let Ok(mut tls) = acceptor.accept(socket).await else {
-                    continue;
-                };
-                let mut request = vec![0u8; 4096];
-                let _ = tls.read(&mut request).await;
-                let _ = tls
-                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
-                    .await;
-                let _ = tls.shutdown().await;
-            }
-        });
-        address
+        nova_test_harness::https::serve_fixed(
+            &issued.cert_pem,
+            &issued.key_pem,
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}",
+        )
+        .await
+        .expect("an https server")
     }
 
     #[tokio::test]
     async fn an_https_endpoint_is_verified_against_the_trusted_bundle_and_named_when_it_fails() {
         let ca = nova_certs::CertificateAuthority::new("test CA").expect("a CA");
-        let address = serve_tls_once(&ca).await;
+        let address = serve_tls(&ca).await;
         let routes = BTreeMap::from([("keystone.test:5443".to_owned(), address)]);
         let untrusting = Direct::routed(routes, Trust::default());
         let err = untrusting

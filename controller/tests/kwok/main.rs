@@ -21,6 +21,7 @@ mod nova_pause;
 mod nova_steady_state;
 mod nova_workloads;
 mod novacompute_pool;
+mod novacompute_tls;
 mod pass_deadline;
 mod replica;
 mod target_clusters;

@@ -34,6 +34,7 @@ use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus};
 use nova_controller::clusters::Registry;
 use nova_controller::metrics::Metrics;
 use nova_controller::novacompute::steps::aggregates::{MARKER_KEY, TENANT_FILTER_TESTS};
+use nova_controller::openstack::trust::Trust;
 use nova_controller::openstack::{self as os_client, Direct};
 use nova_test_harness::fault_proxy::{Fault, FaultProxy};
 use nova_test_harness::http;
@@ -752,7 +753,7 @@ async fn pools_keep_traits_and_aggregates_and_drain_through_an_outage() -> Resul
     let routes = routes(&client, os, &ns).await;
     let api = routes[&format!("nova-api.{ns}.svc.cluster.local:{NOVA_API_PORT}")];
     let view = service_user(
-        Arc::new(Direct::routed(routes.clone())),
+        Arc::new(Direct::routed(routes.clone(), Trust::default())),
         &ns,
         os.nova_password(),
     );

@@ -51,6 +51,7 @@ use nova_api::v1alpha1::{NodePhase, Nova, NovaCompute};
 use nova_controller::clusters::Registry;
 use nova_controller::metrics::Metrics;
 use nova_controller::novacompute::steps::aggregates::MARKER_KEY;
+use nova_controller::openstack::trust::Trust;
 use nova_controller::openstack::{self as os_client, Credentials, Direct, Endpoints};
 use nova_controller::sensitive::Sensitive;
 use nova_test_harness::images::{nova_compute_image, pinned};
@@ -107,7 +108,7 @@ async fn pool_routes(os: &OpenStack, client: &Client, ns: &str) -> BTreeMap<Stri
 /// The test's own view of the Nova, as the pool's service user sees it.
 fn nova_view(os: &OpenStack, ns: &str, routes: BTreeMap<String, SocketAddr>) -> os_client::Client {
     os_client::Client::new(
-        Arc::new(Direct::routed(routes)),
+        Arc::new(Direct::routed(routes, Trust::default())),
         Endpoints {
             keystone: keystone_url(),
             nova: format!("http://nova.{ns}.svc.cluster.local:8774"),

@@ -17,14 +17,44 @@ pub const MEMCACHED: &str = "openstack-memcached";
 pub const KEYSTONE: &str = "keystone";
 pub const PLACEMENT: &str = "placement";
 
+/// The catalog region whose Keystone and Placement are served over https by a CA the harness
+/// makes (RegionOne has the same services over http): a Nova with `spec.region` set to it and
+/// its `spec.tls` bundle calls them over TLS.
+pub const TLS_REGION: &str = "RegionTLS";
+/// The Secret of the https listeners' certificate (`tls.crt`, `tls.key`) and its CA (`ca.crt`).
+pub const TLS_SECRET: &str = "openstack-tls";
+
 /// `http://<service>.openstack.svc.cluster.local:<port>`.
 pub fn service_url(service: &str, port: u16) -> String {
     format!("http://{service}.{NAMESPACE}.svc.cluster.local:{port}")
 }
 
+/// `https://<service>.openstack.svc.cluster.local:<port>`.
+pub fn service_tls_url(service: &str, port: u16) -> String {
+    format!("https://{service}.{NAMESPACE}.svc.cluster.local:{port}")
+}
+
 /// The Keystone v3 endpoint every pod uses.
 pub fn keystone_url() -> String {
     format!("{}/v3", service_url(KEYSTONE, Ports::KEYSTONE))
+}
+
+/// The Keystone v3 endpoint over https, in [`TLS_REGION`].
+pub fn keystone_tls_url() -> String {
+    format!("{}/v3", service_tls_url(KEYSTONE, Ports::KEYSTONE_TLS))
+}
+
+/// The names the https listeners' certificate is issued for.
+pub fn tls_names() -> Vec<String> {
+    [KEYSTONE, PLACEMENT]
+        .iter()
+        .flat_map(|s| {
+            [
+                format!("{s}.{NAMESPACE}.svc"),
+                format!("{s}.{NAMESPACE}.svc.cluster.local"),
+            ]
+        })
+        .collect()
 }
 
 fn dsn(user: &str, password: &str, database: &str) -> String {
@@ -40,10 +70,14 @@ fn labels(app: &str) -> Value {
 
 /// A single-replica Deployment, its Service, and the pod spec given.
 fn workload(app: &str, port: u16, pod_spec: Value) -> [Value; 2] {
-    workload_in(NAMESPACE, app, port, pod_spec)
+    workload_in(NAMESPACE, app, &[("main", port)], pod_spec)
 }
 
-fn workload_in(namespace: &str, app: &str, port: u16, pod_spec: Value) -> [Value; 2] {
+fn workload_in(namespace: &str, app: &str, ports: &[(&str, u16)], pod_spec: Value) -> [Value; 2] {
+    let ports: Vec<Value> = ports
+        .iter()
+        .map(|(name, port)| json!({ "name": name, "port": port, "targetPort": port }))
+        .collect();
     [
         json!({
             "apiVersion": "apps/v1", "kind": "Deployment",
@@ -58,7 +92,7 @@ fn workload_in(namespace: &str, app: &str, port: u16, pod_spec: Value) -> [Value
         json!({
             "apiVersion": "v1", "kind": "Service",
             "metadata": { "name": app, "namespace": namespace, "labels": labels(app) },
-            "spec": { "selector": labels(app), "ports": [{ "name": "main", "port": port, "targetPort": port }] }
+            "spec": { "selector": labels(app), "ports": ports }
         }),
     ]
 }
@@ -79,9 +113,42 @@ fn tcp_ready(port: u16) -> Value {
     json!({ "tcpSocket": { "port": port }, "periodSeconds": 1, "failureThreshold": 600 })
 }
 
+/// The https listeners' certificate and the CA that issued it (the test makes both).
+#[derive(Clone)]
+pub(crate) struct Tls {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Tls(..)")
+    }
+}
+
+impl Tls {
+    /// A new CA and a serving certificate for [`tls_names`].
+    pub(crate) fn generate() -> crate::Result<Self> {
+        let failed = |e| crate::control_plane::invalid("making the OpenStack TLS certificate", e);
+        let ca = nova_certs::CertificateAuthority::new("nova-test-openstack CA").map_err(failed)?;
+        let names = tls_names();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let issued = ca.issue_serving(names[0], &names).map_err(failed)?;
+        Ok(Self {
+            ca_pem: ca.cert_pem().to_owned(),
+            cert_pem: issued.cert_pem,
+            key_pem: issued.key_pem,
+        })
+    }
+}
+
 /// Every object, in apply order.
-pub(crate) fn all(release: &str, pw: &Passwords) -> Vec<Value> {
-    let mut objects = Vec::new();
+pub(crate) fn all(release: &str, pw: &Passwords, tls: &Tls) -> Vec<Value> {
+    let mut objects = vec![secret(
+        TLS_SECRET,
+        json!({ "tls.crt": tls.cert_pem, "tls.key": tls.key_pem, "ca.crt": tls.ca_pem }),
+    )];
     objects.extend(mariadb(pw));
     objects.extend(broker(NAMESPACE, RABBITMQ, &pw.rabbitmq));
     objects.extend(workload(
@@ -186,7 +253,7 @@ pub(crate) fn broker(namespace: &str, name: &str, password: &str) -> Vec<Value> 
     objects.extend(workload_in(
         namespace,
         name,
-        Ports::RABBITMQ,
+        &[("main", Ports::RABBITMQ)],
         json!({
             "terminationGracePeriodSeconds": 5,
             "containers": [{
@@ -215,13 +282,56 @@ pub(crate) fn broker(namespace: &str, name: &str, password: &str) -> Vec<Value> 
     objects
 }
 
+/// A WSGI service's two listeners: plain http, and https with the [`TLS_SECRET`] certificate.
+#[derive(Clone, Copy)]
+struct Listeners {
+    http: u16,
+    https: u16,
+}
+
+/// The gunicorn command serving the WSGI app on `port`: with `workers` processes of four
+/// threads, and TLS when `tls` names the certificate directory.
+fn gunicorn(port: u16, workers: u32, tls: Option<&str>) -> Value {
+    let mut command = vec![
+        "gunicorn".to_owned(),
+        "--bind".to_owned(),
+        format!("0.0.0.0:{port}"),
+        "--workers".to_owned(),
+        workers.to_string(),
+        "--threads".to_owned(),
+        "4".to_owned(),
+        "--no-control-socket".to_owned(),
+        "--graceful-timeout".to_owned(),
+        "3".to_owned(),
+    ];
+    if let Some(dir) = tls {
+        command.extend([
+            "--certfile".to_owned(),
+            format!("{dir}/tls.crt"),
+            "--keyfile".to_owned(),
+            format!("{dir}/tls.key"),
+        ]);
+    }
+    command.extend([
+        "--chdir".to_owned(),
+        "/etc/openstack-wsgi".to_owned(),
+        "wsgi_app:application".to_owned(),
+    ]);
+    json!(command)
+}
+
+/// Where the https listener reads its certificate.
+const TLS_DIR: &str = "/etc/openstack-tls";
+
 /// The pod spec of a WSGI service of the nova image: an init container that migrates (and
-/// bootstraps), then gunicorn serving `module` through the argv-clearing wrapper.
+/// bootstraps), then gunicorn serving `module` through the argv-clearing wrapper, once over
+/// http and once over https (a second container sharing the config and state, so both serve
+/// the same service: Keystone's fernet keys live in the shared state directory).
 fn wsgi_pod(
     release: &str,
     name: &str,
     module: &str,
-    port: u16,
+    listeners: Listeners,
     init_script: &str,
     config: (&str, &str),
     env: Value,
@@ -233,6 +343,10 @@ fn wsgi_pod(
         { "name": "state", "mountPath": "/var/lib/openstack-state" },
         { "name": "tmp", "mountPath": "/tmp" }
     ]);
+    let mut tls_mounts = mounts.clone();
+    if let Some(list) = tls_mounts.as_array_mut() {
+        list.push(json!({ "name": "tls", "mountPath": TLS_DIR, "readOnly": true }));
+    }
     json!({
         "terminationGracePeriodSeconds": 3,
         "securityContext": { "runAsUser": 42424, "runAsGroup": 42424, "fsGroup": 42424 },
@@ -244,13 +358,21 @@ fn wsgi_pod(
             "name": name, "image": image, "imagePullPolicy": "Never",
             // Two processes of four threads: the real tier's tests run side by side, and with one
             // sync worker a token request waited over 30 s behind the other Novas' calls.
-            "command": ["gunicorn", "--bind", format!("0.0.0.0:{port}"), "--workers", "2", "--threads", "4", "--no-control-socket",
-                        "--graceful-timeout", "3", "--chdir", "/etc/openstack-wsgi", "wsgi_app:application"],
+            "command": gunicorn(listeners.http, 2, None),
             "env": [{ "name": "WSGI_MODULE", "value": module }],
-            "readinessProbe": tcp_ready(port),
+            "readinessProbe": tcp_ready(listeners.http),
             "volumeMounts": mounts
+        }, {
+            // One process: only the Novas of TLS_REGION call it.
+            "name": format!("{name}-tls"), "image": image, "imagePullPolicy": "Never",
+            "command": gunicorn(listeners.https, 1, Some(TLS_DIR)),
+            "env": [{ "name": "WSGI_MODULE", "value": module }],
+            "readinessProbe": tcp_ready(listeners.https),
+            "volumeMounts": tls_mounts
         }],
         "volumes": [
+            { "name": "tls", "secret": { "secretName": TLS_SECRET, "items": [
+                { "key": "tls.crt", "path": "tls.crt" }, { "key": "tls.key", "path": "tls.key" }] } },
             { "name": "config", "secret": { "secretName": config.0 } },
             { "name": "wsgi", "configMap": { "name": "openstack-wsgi" } },
             { "name": "state", "emptyDir": {} },
@@ -292,20 +414,34 @@ fn keystone(release: &str, pw: &Passwords) -> Vec<Value> {
             json!({ "username": "admin", "password": pw.admin }),
         ),
     ];
-    objects.extend(workload(
+    let listeners = Listeners {
+        http: Ports::KEYSTONE,
+        https: Ports::KEYSTONE_TLS,
+    };
+    objects.extend(wsgi_workload(
         KEYSTONE,
-        Ports::KEYSTONE,
+        listeners,
         wsgi_pod(
             release,
             "keystone",
             "keystone.wsgi.api",
-            Ports::KEYSTONE,
+            listeners,
             &script,
             ("keystone-config", "/etc/keystone"),
             env,
         ),
     ));
     objects
+}
+
+/// A WSGI service's Deployment and its Service with both listeners.
+fn wsgi_workload(app: &str, listeners: Listeners, pod_spec: Value) -> [Value; 2] {
+    workload_in(
+        NAMESPACE,
+        app,
+        &[("main", listeners.http), ("https", listeners.https)],
+        pod_spec,
+    )
 }
 
 fn placement(release: &str, pw: &Passwords) -> Vec<Value> {
@@ -322,14 +458,18 @@ fn placement(release: &str, pw: &Passwords) -> Vec<Value> {
         "placement-config",
         json!({ "placement.conf": conf }),
     )];
-    objects.extend(workload(
+    let listeners = Listeners {
+        http: Ports::PLACEMENT,
+        https: Ports::PLACEMENT_TLS,
+    };
+    objects.extend(wsgi_workload(
         PLACEMENT,
-        Ports::PLACEMENT,
+        listeners,
         wsgi_pod(
             release,
             "placement",
             "placement.wsgi.api",
-            Ports::PLACEMENT,
+            listeners,
             &retried("placement-manage db sync"),
             ("placement-config", "/etc/placement"),
             json!([]),
@@ -346,9 +486,17 @@ mod tests {
         Passwords::planted("PLANTED")
     }
 
+    fn tls() -> Tls {
+        Tls {
+            ca_pem: "CA".into(),
+            cert_pem: "CERT".into(),
+            key_pem: "PLANTED-KEY".into(),
+        }
+    }
+
     #[test]
     fn every_object_lives_in_the_openstack_namespace_and_secrets_hold_the_passwords() {
-        let objects = all("2026.1", &pw());
+        let objects = all("2026.1", &pw(), &tls());
         for o in &objects {
             assert_eq!(o["metadata"]["namespace"], NAMESPACE, "{o}");
             // A password may only ever appear in a Secret.
@@ -369,7 +517,7 @@ mod tests {
 
     #[test]
     fn the_wsgi_services_run_the_release_image_as_nova() {
-        let objects = all("2026.2", &pw());
+        let objects = all("2026.2", &pw(), &tls());
         let keystone = objects
             .iter()
             .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == KEYSTONE)
@@ -381,5 +529,38 @@ mod tests {
             keystone_url(),
             "http://keystone.openstack.svc.cluster.local:5000/v3"
         );
+    }
+
+    #[test]
+    fn keystone_and_placement_listen_over_http_and_https_with_the_made_certificate() {
+        let objects = all("2026.1", &pw(), &tls());
+        for (app, https) in [
+            (KEYSTONE, Ports::KEYSTONE_TLS),
+            (PLACEMENT, Ports::PLACEMENT_TLS),
+        ] {
+            let service = objects
+                .iter()
+                .find(|o| o["kind"] == "Service" && o["metadata"]["name"] == app)
+                .expect("a Service");
+            assert_eq!(service["spec"]["ports"][1]["port"], https, "{app}");
+            let deployment = objects
+                .iter()
+                .find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == app)
+                .expect("a Deployment");
+            let tls = &deployment["spec"]["template"]["spec"]["containers"][1];
+            let command = tls["command"].to_string();
+            assert!(command.contains("--certfile"), "{command}");
+            assert!(command.contains(&format!("0.0.0.0:{https}")), "{command}");
+        }
+        let secret = objects
+            .iter()
+            .find(|o| o["metadata"]["name"] == TLS_SECRET)
+            .expect("the TLS Secret");
+        assert_eq!(secret["stringData"]["ca.crt"], "CA");
+        assert_eq!(
+            keystone_tls_url(),
+            "https://keystone.openstack.svc.cluster.local:5443/v3"
+        );
+        assert!(tls_names().contains(&"placement.openstack.svc.cluster.local".to_owned()));
     }
 }

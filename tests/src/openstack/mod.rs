@@ -27,7 +27,8 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 pub use manifests::{
-    KEYSTONE, MARIADB, MEMCACHED, NAMESPACE, PLACEMENT, RABBITMQ, keystone_url, service_url,
+    KEYSTONE, MARIADB, MEMCACHED, NAMESPACE, PLACEMENT, RABBITMQ, TLS_REGION, TLS_SECRET,
+    keystone_tls_url, keystone_url, service_tls_url, service_url,
 };
 pub use stub::{GLANCE_PORT, NEUTRON_PORT, STUB};
 
@@ -47,6 +48,10 @@ impl Ports {
     pub const MEMCACHED: u16 = 11211;
     pub const KEYSTONE: u16 = 5000;
     pub const PLACEMENT: u16 = 8778;
+    /// Keystone's https listener (catalog region [`TLS_REGION`]).
+    pub const KEYSTONE_TLS: u16 = 5443;
+    /// Placement's https listener (catalog region [`TLS_REGION`]).
+    pub const PLACEMENT_TLS: u16 = 8443;
 }
 
 /// The deployment's generated passwords. Never printed: `Debug` shows no value.
@@ -110,6 +115,7 @@ pub fn random_password() -> Result<String> {
 pub struct OpenStack {
     release: String,
     passwords: Passwords,
+    tls: manifests::Tls,
     config: kube::Config,
     /// How long the deployment took until Keystone and Placement answered.
     pub deployed_in: Duration,
@@ -151,8 +157,9 @@ impl OpenStack {
         let started = Instant::now();
         let client = cp.client()?;
         let passwords = Passwords::generate()?;
+        let tls = manifests::Tls::generate()?;
         ensure_namespace(&client, NAMESPACE).await?;
-        for object in manifests::all(release, &passwords) {
+        for object in manifests::all(release, &passwords, &tls) {
             apply(&client, &object).await?;
         }
         let config = cp
@@ -162,6 +169,7 @@ impl OpenStack {
         let os = Self {
             release: release.to_owned(),
             passwords,
+            tls,
             config,
             deployed_in: Duration::ZERO,
         };
@@ -188,6 +196,11 @@ impl OpenStack {
     /// The OpenStack release the services run.
     pub fn release(&self) -> &str {
         &self.release
+    }
+
+    /// The PEM CA that issued the https listeners' certificate (region [`TLS_REGION`]).
+    pub fn tls_ca_pem(&self) -> &str {
+        &self.tls.ca_pem
     }
 
     pub(crate) fn client(&self) -> Result<kube::Client> {
@@ -379,7 +392,9 @@ impl OpenStack {
     }
 
     /// The `service` project, the `service` role, users `nova` and `placement` with roles admin
-    /// and service there, and the placement catalog entry, over Keystone's REST API.
+    /// and service there, region [`TLS_REGION`] with Keystone's https endpoints, and the
+    /// placement catalog entry in both regions (http in RegionOne, https in [`TLS_REGION`]),
+    /// over Keystone's REST API.
     async fn register_keystone_basics(&self) -> Result<()> {
         let keystone = self.endpoint(KEYSTONE, Ports::KEYSTONE).await?;
         let token = retry_until(Duration::from_secs(60), || self.admin_token()).await?;
@@ -439,17 +454,43 @@ impl OpenStack {
                 .await?;
             }
         }
-        self.register_endpoint(
-            "placement",
-            "placement",
+        call(
+            "POST",
+            "/v3/regions".into(),
+            json!({ "region": { "id": TLS_REGION } }),
+        )
+        .await?;
+        // Keystone's bootstrap registered its http endpoints in RegionOne.
+        let identity = find("/v3/services?type=identity".into(), "services").await?;
+        self.add_endpoints(&identity, TLS_REGION, &keystone_tls_url())
+            .await?;
+        let placement = self.catalog_service("placement", "placement").await?;
+        self.add_endpoints(
+            &placement,
+            "RegionOne",
             &service_url(PLACEMENT, Ports::PLACEMENT),
+        )
+        .await?;
+        self.add_endpoints(
+            &placement,
+            TLS_REGION,
+            &service_tls_url(PLACEMENT, Ports::PLACEMENT_TLS),
         )
         .await
     }
 
     /// Adds a catalog service of `service_type` with public, internal and admin endpoints at
-    /// `url` in RegionOne (e.g. `compute` at a test's nova-api Service URL).
+    /// `url` in RegionOne and [`TLS_REGION`] (e.g. `compute` at a test's nova-api Service URL).
     pub async fn register_endpoint(&self, service_type: &str, name: &str, url: &str) -> Result<()> {
+        let id = self.catalog_service(service_type, name).await?;
+        for region in ["RegionOne", TLS_REGION] {
+            self.add_endpoints(&id, region, url).await?;
+        }
+        Ok(())
+    }
+
+    /// Creates a catalog service; returns its id.
+    async fn catalog_service(&self, service_type: &str, name: &str) -> Result<String> {
         let keystone = self.endpoint(KEYSTONE, Ports::KEYSTONE).await?;
         let token = self.admin_token().await?;
         let auth = [("X-Auth-Token", token.as_str())];
@@ -461,7 +502,7 @@ impl OpenStack {
             Some(&json!({ "service": { "type": service_type, "name": name } })),
         )
         .await?;
-        let id = created.json()?["service"]["id"]
+        created.json()?["service"]["id"]
             .as_str()
             .map(str::to_owned)
             .ok_or_else(|| {
@@ -469,14 +510,21 @@ impl OpenStack {
                     "registering an endpoint",
                     format!("POST /v3/services answered {}", created.status),
                 )
-            })?;
+            })
+    }
+
+    /// Adds the public, internal and admin endpoints of service `id` at `url` in `region`.
+    async fn add_endpoints(&self, id: &str, region: &str, url: &str) -> Result<()> {
+        let keystone = self.endpoint(KEYSTONE, Ports::KEYSTONE).await?;
+        let token = self.admin_token().await?;
+        let auth = [("X-Auth-Token", token.as_str())];
         for interface in ["public", "internal", "admin"] {
             let r = http::request(
                 keystone,
                 "POST",
                 "/v3/endpoints",
                 &auth,
-                Some(&json!({ "endpoint": { "service_id": id, "interface": interface, "url": url, "region_id": "RegionOne" } })),
+                Some(&json!({ "endpoint": { "service_id": id, "interface": interface, "url": url, "region_id": region } })),
             )
             .await?;
             if r.status != 201 {
