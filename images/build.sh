@@ -29,11 +29,28 @@ log "building the static release binaries (cargo, target $TARGET_DIR)"
     --bin nova-controller --bin nova-webhook)
 log "binaries ready in $(( $(date +%s) - t ))s"
 
+# The controller's system roots: Mozilla's CA set from the pinned Debian ca-certificates
+# package, concatenated as update-ca-certificates would (no shell in the image to run it), so
+# an https Keystone with a publicly issued certificate verifies without a mounted bundle.
+CA_VERSION=$(sed -n 's/^CA_CERTIFICATES_VERSION=//p' "$ROOT/tests/versions.env")
+ROOTS=$IMAGES/ca-certificates-$CA_VERSION.crt
+if [ ! -s "$ROOTS" ]; then
+  debs=$(mktemp -d)
+  (cd "$debs" && apt-get download "ca-certificates=$CA_VERSION" >&2)
+  dpkg-deb -x "$debs"/ca-certificates_*.deb "$debs/root"
+  cat "$debs"/root/usr/share/ca-certificates/mozilla/*.crt > "$ROOTS.tmp"
+  mv "$ROOTS.tmp" "$ROOTS"
+  rm -rf "$debs"
+  log "system roots: $(grep -c 'BEGIN CERTIFICATE' "$ROOTS") certificates of ca-certificates $CA_VERSION"
+fi
+
 manifest=()
 for bin in nova-controller nova-webhook; do
   src=$TARGET_DIR/x86_64-unknown-linux-gnu/release/$bin
   ref=localhost/nova-operator/$bin:$TAG
-  hash=$(cat "$ROOT/images/$bin/Containerfile" "$src" | sha256sum | cut -c1-16)
+  extra=()
+  [ "$bin" = nova-controller ] && extra=("$ROOTS")
+  hash=$(cat "$ROOT/images/$bin/Containerfile" "$src" "${extra[@]}" | sha256sum | cut -c1-16)
   archive=$bin-$hash.oci.tar
   manifest+=("$archive	$ref")
   if [ -s "$ARCHIVES/$archive" ]; then
@@ -43,6 +60,7 @@ for bin in nova-controller nova-webhook; do
   ctx=$(mktemp -d)
   cp "$ROOT/images/$bin/Containerfile" "$ctx/"
   cp "$src" "$ctx/$bin"
+  [ "$bin" = nova-controller ] && cp "$ROOTS" "$ctx/ca-certificates.crt"
   strip "$ctx/$bin"
   "${PODMAN[@]}" build --pull=never --network none -t "$ref" "$ctx" >&2
   rm -f "$ARCHIVES/$archive.tmp"

@@ -1686,3 +1686,65 @@ fn helm_test_runs_the_selftest_with_just_enough_rights() {
         );
     }
 }
+
+/// controller.trust mounts a ConfigMap's or a Secret's PEM bundle and hands it to `--ca-file`
+/// (the controller adds it to the image's system roots); naming both is refused, naming neither
+/// renders neither.
+#[test]
+fn the_controller_trusts_the_bundle_controller_trust_names() {
+    let controller = |docs: &[Value]| pod_spec(docs, "nova-operator-controller").clone();
+    let plain = controller(&render(&[]));
+    assert!(
+        !strings(&plain["containers"][0]["args"])
+            .iter()
+            .any(|a| a.starts_with("--ca-file")),
+        "no bundle, no --ca-file"
+    );
+    for (source, volume) in [
+        (
+            "configMap",
+            serde_json::json!({"name": "trust", "configMap": {"name": "corp-ca",
+                "items": [{"key": "bundle.pem", "path": "bundle.pem"}]}}),
+        ),
+        (
+            "secret",
+            serde_json::json!({"name": "trust", "secret": {"secretName": "corp-ca",
+                "items": [{"key": "bundle.pem", "path": "bundle.pem"}]}}),
+        ),
+    ] {
+        let docs = render(&[
+            "--set",
+            &format!("controller.trust.{source}=corp-ca"),
+            "--set",
+            "controller.trust.key=bundle.pem",
+        ]);
+        let pod = controller(&docs);
+        assert!(
+            strings(&pod["containers"][0]["args"])
+                .contains(&"--ca-file=/etc/nova-controller/trust/bundle.pem".to_owned()),
+            "{source}"
+        );
+        assert_eq!(pod["volumes"][1], volume, "{source}");
+        assert_eq!(
+            pod["containers"][0]["volumeMounts"][1],
+            serde_json::json!({"name": "trust", "mountPath": "/etc/nova-controller/trust", "readOnly": true}),
+            "{source}"
+        );
+    }
+    let err = helm::template(
+        home().path(),
+        NAMESPACE,
+        &[
+            "--set",
+            "controller.trust.configMap=a",
+            "--set",
+            "controller.trust.secret=b",
+        ],
+    )
+    .expect_err("both is refused");
+    assert!(
+        err.to_string()
+            .contains("controller.trust: name a configMap or a secret, not both"),
+        "{err}"
+    );
+}

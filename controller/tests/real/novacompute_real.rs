@@ -30,6 +30,12 @@
 //! 5. Deleting the zoned pool releases the other two and deletes every aggregate once Nova
 //!    dropped the hosts with their services.
 //!
+//! The Nova calls Keystone and Placement over https (issue 30): its `spec.keystoneEndpoint` is
+//! the shared Keystone's https listener, its `spec.region` the catalog region whose Keystone and
+//! Placement endpoints are https, and its `spec.tls` names the harness CA that issued their
+//! certificate. So nova-api validates every token over TLS, the nova-computes report to
+//! Placement over TLS, and the pools' own calls verify against the Nova's bundle.
+//!
 //! The node has no Open vSwitch, so its OVN chassis is simulated
 //! (`nova_test_harness::simulated::ovn_chassis`). The NovaCompute controller runs in-process
 //! outside the cluster, so its OpenStack calls to the Service URLs are routed to the Services'
@@ -44,19 +50,20 @@ use crate::pools::compute::Admin;
 use crate::pools::played::{PLAYED_FOR, Player, played_name};
 use crate::pools::sampler::Sampler;
 use crate::pools::{pool_pods, running};
-use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::{NodePhase, Nova, NovaCompute};
 use nova_controller::clusters::Registry;
 use nova_controller::metrics::Metrics;
 use nova_controller::novacompute::steps::aggregates::MARKER_KEY;
+use nova_controller::openstack::trust::CaBundle;
 use nova_controller::openstack::trust::Trust;
 use nova_controller::openstack::{self as os_client, Credentials, Direct, Endpoints};
 use nova_controller::sensitive::Sensitive;
 use nova_test_harness::images::{nova_compute_image, pinned};
 use nova_test_harness::node::NODE_NAME;
-use nova_test_harness::openstack::{OpenStack, keystone_url};
+use nova_test_harness::openstack::{OpenStack, TLS_REGION, keystone_tls_url};
 use nova_test_harness::simulated;
 use nova_testkit::prelude::*;
 use nova_testkit::real::*;
@@ -105,15 +112,17 @@ async fn pool_routes(os: &OpenStack, client: &Client, ns: &str) -> BTreeMap<Stri
     routes
 }
 
-/// The test's own view of the Nova, as the pool's service user sees it.
+/// The test's own view of the Nova, as the pool's service user sees it: over https, trusting
+/// the harness CA.
 fn nova_view(os: &OpenStack, ns: &str, routes: BTreeMap<String, SocketAddr>) -> os_client::Client {
+    let ca = CaBundle::from_pem("the harness CA", os.tls_ca_pem().as_bytes()).expect("the CA");
     os_client::Client::new(
-        Arc::new(Direct::routed(routes, Trust::default())),
+        Arc::new(Direct::routed(routes, Trust::system_and(Some(ca)))),
         Endpoints {
-            keystone: keystone_url(),
+            keystone: keystone_tls_url(),
             nova: format!("http://nova.{ns}.svc.cluster.local:8774"),
             placement: None,
-            region: None,
+            region: Some(TLS_REGION.to_owned()),
         },
         Credentials {
             username: "nova".into(),
@@ -235,13 +244,20 @@ pub(crate) async fn label_node(client: &Client, node: &str, key: &str, value: Op
         .expect("label the node");
 }
 
-/// The real Nova of these tests: the scheduler's periodic host discovery is switched off
-/// through `extraConfig` (a reported key), so the pool's `<nova>-discover-hosts` Job is what
-/// maps a host (the periodic would race it).
+/// The Secret of the harness CA the Nova's `spec.tls` names.
+const KEYSTONE_CA: &str = "keystone-ca";
+
+/// The real Nova of these tests, calling Keystone and Placement over https (the module's
+/// header): the scheduler's periodic host discovery is switched off through `extraConfig` (a
+/// reported key), so the pool's `<nova>-discover-hosts` Job is what maps a host (the periodic
+/// would race it).
 fn pool_nova(ns: &str, image: &str) -> Nova {
     let mut nova = real_nova(ns, image);
     let mut spec = serde_json::to_value(&nova.spec).expect("spec");
     spec["extraConfig"] = json!({"scheduler": {"discover_hosts_in_cells_interval": "-1"}});
+    spec["keystoneEndpoint"] = json!(keystone_tls_url());
+    spec["region"] = json!(TLS_REGION);
+    spec["tls"] = json!({"caBundleSecretRef": {"name": KEYSTONE_CA}});
     nova.spec = serde_json::from_value(spec).expect("spec");
     nova
 }
@@ -323,6 +339,8 @@ impl Suite {
         os.image_network_stub()
             .await
             .expect("the SIMULATED Glance and Neutron");
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        put_secret(&secrets, KEYSTONE_CA, &[("ca.crt", os.tls_ca_pem())]).await;
         let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);
         let t = Instant::now();
         novas
