@@ -20,3 +20,41 @@ pub fn helm_ok(home: &Path, cp: &ControlPlane, args: &[&str]) -> String {
     );
     out.stdout
 }
+
+/// How long `helm install --wait` may take (the node pulls nothing: the images are imported).
+pub const INSTALL_TIMEOUT: &str = "5m";
+
+/// `helm <verb> <release> <chart>` into `ns`, waiting for the release's objects.
+pub fn install_args<'a>(
+    verb: &'a str,
+    release: &'a str,
+    ns: &'a str,
+    chart: &'a str,
+) -> Vec<&'a str> {
+    vec![
+        verb,
+        release,
+        chart,
+        "--namespace",
+        ns,
+        "--wait",
+        "--timeout",
+        INSTALL_TIMEOUT,
+    ]
+}
+
+/// The install of a release limited to `ns`: Roles only, the controller under --namespace,
+/// one webhook replica admitting that namespace alone; the CRDs are left to the cluster-wide
+/// release or the harness (one owner).
+pub fn scoped_install_args<'a>(release: &'a str, ns: &'a str, chart: &'a str) -> Vec<&'a str> {
+    let mut args = install_args("install", release, ns, chart);
+    args.extend_from_slice(&[
+        "--set",
+        "rbac.scope=namespace",
+        "--set",
+        "webhook.replicas=1",
+        "--set",
+        "crds.enabled=false",
+    ]);
+    args
+}

@@ -14,7 +14,7 @@ use nova_controller::clusters::{ABANDON_AFTER, Fleet, KubeCluster, Registry, ava
 use nova_controller::crd_currency::{self, Notice};
 use nova_controller::leadership::{self, Fence, FenceLayer};
 use nova_controller::metrics::Metrics;
-use nova_controller::openstack::trust::{CaBundle, Trust};
+use nova_controller::openstack::trust::{self, CaBundle, Trust};
 use nova_controller::ratelimit::RateLimitLayer;
 use nova_controller::{nova, novacompute};
 use tokio::sync::watch;
@@ -43,6 +43,11 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
         }
         None => None,
     };
+    tracing::info!(
+        system_roots = trust::system_root_count(),
+        ca_file_certificates = extra_ca.as_ref().map_or(0, CaBundle::len),
+        "https OpenStack endpoints are verified against the system roots and --ca-file"
+    );
     let request_timeout = Duration::from_secs(flags.request_timeout_seconds);
     let mut config = config(&flags).await?;
     // The API server's audit log tells which replica sent a request.

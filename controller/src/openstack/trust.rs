@@ -40,12 +40,27 @@ impl CaBundle {
     fn certificates(&self) -> impl Iterator<Item = &CertificateDer<'static>> {
         self.certificates.iter()
     }
+
+    /// How many certificates the bundle holds.
+    pub fn len(&self) -> usize {
+        self.certificates.len()
+    }
+
+    /// Whether it holds none (never, once built).
+    pub fn is_empty(&self) -> bool {
+        self.certificates.is_empty()
+    }
 }
 
 /// The system's roots, read once per process.
 fn system_roots() -> &'static [CertificateDer<'static>] {
     static ROOTS: OnceLock<Vec<CertificateDer<'static>>> = OnceLock::new();
     ROOTS.get_or_init(|| rustls_native_certs::load_native_certs().certs)
+}
+
+/// How many system roots this process found (the image's CA store), for the start-up log.
+pub fn system_root_count() -> usize {
+    system_roots().len()
 }
 
 /// What one transport trusts: the system's roots and the extra bundles, in order.

@@ -7,6 +7,7 @@
 //! every Nova the other tests leave behind.
 
 mod apiserver_freeze;
+mod chart_scoped;
 mod controller_oom;
 mod node;
 mod nova_data_retention;

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -21,8 +21,6 @@ use nova_api::v1alpha1::{Nova, NovaCompute};
 use nova_test_harness::{Canary, CanaryExpectation, ControlPlane, helm, wait_for_webhook};
 use nova_testkit::prelude::*;
 use serde_json::{Value, json};
-
-const INSTALL_TIMEOUT: &str = "5m";
 
 /// `helm test` of `release`: its self-test pod passes (the CRDs current, the webhook
 /// answering); helm fails otherwise. (`--logs` is not asked for: the passed pod is deleted by
@@ -37,44 +35,6 @@ fn helm_test(home: &Path, cp: &ControlPlane, release: &str, ns: &str) {
         out.contains("Phase:") && out.contains("Succeeded"),
         "helm test reports the self-test passed:\n{out}"
     );
-}
-
-pub(crate) fn install_args<'a>(
-    verb: &'a str,
-    release: &'a str,
-    ns: &'a str,
-    chart: &'a str,
-) -> Vec<&'a str> {
-    vec![
-        verb,
-        release,
-        chart,
-        "--namespace",
-        ns,
-        "--wait",
-        "--timeout",
-        INSTALL_TIMEOUT,
-    ]
-}
-
-/// The install of a release limited to `ns`: Roles only, the controller under --namespace,
-/// one webhook replica admitting that namespace alone; the CRDs are left to the cluster-wide
-/// release (one release owns them).
-pub(crate) fn scoped_install_args<'a>(
-    release: &'a str,
-    ns: &'a str,
-    chart: &'a str,
-) -> Vec<&'a str> {
-    let mut args = install_args("install", release, ns, chart);
-    args.extend_from_slice(&[
-        "--set",
-        "rbac.scope=namespace",
-        "--set",
-        "webhook.replicas=1",
-        "--set",
-        "crds.enabled=false",
-    ]);
-    args
 }
 
 /// The shared control plane with the real node (the operator's images built), its client, a
@@ -240,15 +200,53 @@ async fn converges_without_403(client: &Client, release_ns: &str, ns: &str) {
     }
 }
 
+/// The controller found the image's CA set (Mozilla's, over a hundred roots) and read the one
+/// certificate of controller.trust, as its start-up line says.
+async fn trusts_the_image_roots_and_the_corporate_ca(client: &Client, release_ns: &str) {
+    let logs = component_logs(client, release_ns, "controller").await;
+    let line = logs
+        .lines()
+        .find(|l| l.contains("verified against the system roots"))
+        .unwrap_or_else(|| panic!("the controller's trust line:\n{logs}"));
+    let fields: Value = serde_json::from_str(line).expect("a JSON log line");
+    let roots = fields["fields"]["system_roots"]
+        .as_u64()
+        .or_else(|| fields["system_roots"].as_u64())
+        .unwrap_or_default();
+    assert!(roots > 100, "the image's CA set: {line}");
+    let extra = fields["fields"]["ca_file_certificates"]
+        .as_u64()
+        .or_else(|| fields["ca_file_certificates"].as_u64());
+    assert_eq!(extra, Some(1), "controller.trust's bundle: {line}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_chart_runs_the_operator_on_the_real_node() {
     let (cp, client, home, chart) = on_the_real_node().await;
 
     // Cluster-wide install. The harness applied the CRDs, as an administrator would have
     // before the chart templated them: the release adopts them.
+    // With a corporate CA for the controller's own OpenStack calls (controller.trust).
     let release_ns = cp.namespace("nova-system").await.expect("namespace");
+    let corp = nova_certs::CertificateAuthority::new("corporate root").expect("a CA");
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &release_ns);
+    config_maps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "corp-ca"},
+                "data": {"ca.crt": corp.cert_pem()}
+            }))
+            .expect("a ConfigMap"),
+        )
+        .await
+        .expect("the corporate CA");
     let mut install = install_args("install", "nova-operator", &release_ns, &chart);
-    install.push("--take-ownership");
+    install.extend_from_slice(&[
+        "--take-ownership",
+        "--set",
+        "controller.trust.configMap=corp-ca",
+    ]);
     helm_ok(home.path(), cp, &install);
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in [
@@ -272,6 +270,7 @@ async fn the_chart_runs_the_operator_on_the_real_node() {
     }
     let controller = available(&client, &release_ns, "nova-operator-controller").await;
     let webhook = available(&client, &release_ns, "nova-operator-webhook").await;
+    trusts_the_image_roots_and_the_corporate_ca(&client, &release_ns).await;
     let ns = cp.namespace("nova-chart").await.expect("namespace");
     webhook_denies(&client, &ns).await;
     helm_test(home.path(), cp, "nova-operator", &release_ns);
