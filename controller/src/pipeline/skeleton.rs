@@ -330,15 +330,11 @@ async fn finish<K: Reconciled>(
     outcome: Result<Flow, PipelineError>,
     status: &K::Status,
 ) -> Result<Action, ReconcileError> {
-    let mut computed = status.clone();
-    let ready = K::conditions(&mut computed)
-        .iter()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
-    K::report_ready(
+    K::report_status(
         ctx.engine.metrics(),
         &cr.namespace().unwrap_or_default(),
         &cr.name_any(),
-        ready,
+        status,
     );
     let flow = settle(ctx, api, cr, outcome, Some(status)).await?;
     ctx.backoff.forget(&ObjectRef::from_obj(&**cr));
