@@ -6,6 +6,7 @@ use prometheus::{
     Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 
+use nova_api::events::EventReason;
 use nova_api::v1alpha1::novacompute::{NodePhase, NovaComputeNodeStatus};
 
 use crate::progress::Progress;
@@ -21,10 +22,10 @@ pub enum JobFamily {
 
 impl JobFamily {
     /// The Warning event's reason when a terminal Job's count is deferred.
-    pub fn deferred_reason(self) -> &'static str {
+    pub fn deferred_reason(self) -> EventReason {
         match self {
-            JobFamily::DbSync => "DBSyncMetricEmissionDeferred",
-            JobFamily::DbArchive => "DBArchiveMetricEmissionDeferred",
+            JobFamily::DbSync => EventReason::DBSyncMetricEmissionDeferred,
+            JobFamily::DbArchive => EventReason::DBArchiveMetricEmissionDeferred,
         }
     }
 }
