@@ -9,6 +9,7 @@ pub(crate) mod fixtures;
 pub mod job_run;
 pub mod release;
 pub mod resolved;
+pub mod rollout;
 pub mod route;
 pub mod steps;
 pub mod workload;
