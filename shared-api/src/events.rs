@@ -9,7 +9,7 @@ pub enum Regarding {
     Nova,
     /// A NovaCompute.
     NovaCompute,
-    /// Either kind: the reconcile skeleton both share publishes it.
+    /// Either kind.
     Both,
 }
 
@@ -87,12 +87,12 @@ event_reasons! {
         "A deleted CR's target cluster stayed unreachable past the window; its children there were left behind.";
     UnsafeEndpointOverride: Warning, "Validate", Nova,
         "An override in `spec.endpoints` is not a cluster Service name or uses plain `http` (when the overrides change).";
-    ExtraConfigOwnedKeyOverride: Warning, "Render", Nova,
-        "`spec.extraConfig` sets an operator-owned key; the rendered config keeps the operator's value.";
+    ExtraConfigOwnedKeyOverride: Warning, "Render", Both,
+        "`spec.extraConfig` overrides operator-owned keys (ExtraConfigHealthy False), when that verdict or its keys are new.";
     RolloutStarted: Normal, "Rollout", Nova,
-        "A workload's pod template changes; the note names the workloads and the cause (`spec`, `credential`, `operator upgrade`, `release`).";
+        "A workload Deployment's pod template changes; the note names the Deployment and the cause: `release`, `credential` (a referenced Secret changed), `operator upgrade` or `spec`, the first input that moved.";
     RolloutComplete: Normal, "Rollout", Nova,
-        "Every workload a rollout changed runs its new pod template on all replicas; the note names the cause.";
+        "A Deployment that started a rollout runs its new pod template on every replica; the note names the cause.";
     DatabaseSynced: Normal, "Sync", Nova,
         "The db-sync Job succeeded and the schema is current (on the transition of DatabaseReady).";
     DBSyncFailed: Warning, "Sync", Nova,
