@@ -21,9 +21,7 @@ use kube::{Client, Resource};
 
 use crate::metrics::Metrics;
 use crate::pipeline::plan::EventNote;
-
-/// The Warning each CR of a kind whose served CRD is outdated gets, once per process.
-pub const CRD_SCHEMA_OUTDATED: &str = "CRDSchemaOutdated";
+use nova_api::events::EventReason;
 
 /// What a served CRD's digest says against the compiled one.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,8 +148,7 @@ impl Notice {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .insert(uid.to_owned());
         first.then(|| EventNote {
-            warning: true,
-            reason: CRD_SCHEMA_OUTDATED,
+            reason: EventReason::CRDSchemaOutdated,
             note: note.clone(),
         })
     }
@@ -206,8 +203,8 @@ mod tests {
         let checks = checked(Currency::Outdated { served: None });
         let novas = Notice::of::<Nova>(&checks);
         let first = novas.once(Some("uid-1")).expect("a warning");
-        assert!(first.warning);
-        assert_eq!(first.reason, CRD_SCHEMA_OUTDATED);
+        assert!(first.reason.warning());
+        assert_eq!(first.reason, EventReason::CRDSchemaOutdated);
         assert!(
             first.note.contains("novas.nova.openstack.c5c3.io"),
             "{}",

@@ -6,6 +6,9 @@ use prometheus::{
     Gauge, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 
+use nova_api::events::EventReason;
+use nova_api::v1alpha1::novacompute::{NodePhase, NovaComputeNodeStatus};
+
 use crate::progress::Progress;
 
 /// Which per-CR collector pair a terminal Job is counted in.
@@ -19,10 +22,10 @@ pub enum JobFamily {
 
 impl JobFamily {
     /// The Warning event's reason when a terminal Job's count is deferred.
-    pub fn deferred_reason(self) -> &'static str {
+    pub fn deferred_reason(self) -> EventReason {
         match self {
-            JobFamily::DbSync => "DBSyncMetricEmissionDeferred",
-            JobFamily::DbArchive => "DBArchiveMetricEmissionDeferred",
+            JobFamily::DbSync => EventReason::DBSyncMetricEmissionDeferred,
+            JobFamily::DbArchive => EventReason::DBArchiveMetricEmissionDeferred,
         }
     }
 }
@@ -42,10 +45,9 @@ pub struct Metrics {
     pub effects: IntCounterVec,
     /// `nova_operator_effect_duration_seconds{effect}`.
     pub effect_duration: HistogramVec,
-    /// `nova_operator_openstack_requests_total{service,code}`: every Keystone, compute and
-    /// Placement request a pool's client sent, by the status it got (`none`: no answer); its
-    /// rate at steady state is the load the pools put on the cloud.
-    pub openstack_requests: IntCounterVec,
+    /// `nova_operator_openstack_requests_total{service,method,code}` and
+    /// `nova_operator_openstack_request_duration_seconds{service,method,code}`.
+    pub openstack_requests: OpenStackRequests,
     /// `nova_operator_leader`: 1 while this replica holds the lease.
     pub leader: IntGauge,
     /// `nova_operator_db_sync_total` / `_duration_seconds`: the schema migrations and the
@@ -56,6 +58,10 @@ pub struct Metrics {
     /// `nova_operator_nova_ready{nova,namespace}`: 1 while the Nova's Ready condition is True,
     /// as its last pass computed it (what "a Nova not Ready for 15 minutes" alerts on).
     pub nova_ready: IntGaugeVec,
+    /// `nova_operator_pool_nodes{namespace,novacompute,phase}`: the nodes of a pool's ledger in
+    /// each phase, as its last pass computed it; every phase is exported (0 when none is in
+    /// it) so a sum over phases is the ledger's size.
+    pub pool_nodes: IntGaugeVec,
     /// `nova_operator_crd_schema_current{crd}`: 1 when the served CRD carries this release's
     /// schema digest, 0 when it lags behind (`crd_currency`); unset when it cannot be read.
     pub crd_schema_current: IntGaugeVec,
@@ -79,6 +85,58 @@ pub struct JobMetrics {
     pub total: IntCounterVec,
     /// `<prefix>_duration_seconds{nova,namespace}`.
     pub duration: HistogramVec,
+}
+
+/// Every Keystone, compute and Placement request a pool's client sent, by service, HTTP method
+/// and the status it got (`none`: no answer): the count's rate at steady state is the load the
+/// pools put on the cloud, the durations say which service slows a pass down.
+#[derive(Clone)]
+pub struct OpenStackRequests {
+    /// `nova_operator_openstack_requests_total{service,method,code}`.
+    pub total: IntCounterVec,
+    /// `nova_operator_openstack_request_duration_seconds{service,method,code}`.
+    pub duration: HistogramVec,
+}
+
+/// The labels of an OpenStack request's series.
+const REQUEST_LABELS: [&str; 3] = ["service", "method", "code"];
+
+/// From a fast cached answer (5 ms) to the transport's 10 s timeout, which a request without
+/// an answer is observed at.
+const REQUEST_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+impl OpenStackRequests {
+    fn new(registry: &Registry) -> Result<Self, prometheus::Error> {
+        let total = IntCounterVec::new(
+            Opts::new(
+                "nova_operator_openstack_requests_total",
+                "Requests the compute pools sent to Keystone, the compute API and Placement, by service, method and HTTP status (none: no answer).",
+            ),
+            &REQUEST_LABELS,
+        )?;
+        let duration = HistogramVec::new(
+            HistogramOpts::new(
+                "nova_operator_openstack_request_duration_seconds",
+                "Duration of one request the compute pools sent to Keystone, the compute API or Placement, by service, method and HTTP status (none: no answer).",
+            )
+            .buckets(REQUEST_BUCKETS.to_vec()),
+            &REQUEST_LABELS,
+        )?;
+        registry.register(Box::new(total.clone()))?;
+        registry.register(Box::new(duration.clone()))?;
+        Ok(Self { total, duration })
+    }
+
+    /// Records one request to `service` with `method` that ended with `status` (None: no
+    /// answer) after `seconds`.
+    pub fn observe(&self, service: &str, method: &str, status: Option<u16>, seconds: f64) {
+        let code = status.map_or_else(|| "none".to_owned(), |s| s.to_string());
+        let labels = [service, method, code.as_str()];
+        self.total.with_label_values(&labels).inc();
+        self.duration.with_label_values(&labels).observe(seconds);
+    }
 }
 
 /// The terminal results a Job counter carries.
@@ -173,13 +231,6 @@ impl Metrics {
             .buckets(vec![0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0]),
             &["effect"],
         )?;
-        let openstack_requests = IntCounterVec::new(
-            Opts::new(
-                "nova_operator_openstack_requests_total",
-                "Requests the compute pools sent to Keystone, the compute API and Placement, by service and HTTP status (none: no answer).",
-            ),
-            &["service", "code"],
-        )?;
         let leader = IntGauge::new(
             "nova_operator_leader",
             "1 while this replica holds the leader-election lease and reconciles, 0 otherwise.",
@@ -188,7 +239,7 @@ impl Metrics {
         registry.register(Box::new(reconcile_errors.clone()))?;
         registry.register(Box::new(effects.clone()))?;
         registry.register(Box::new(effect_duration.clone()))?;
-        registry.register(Box::new(openstack_requests.clone()))?;
+        let openstack_requests = OpenStackRequests::new(&registry)?;
         registry.register(Box::new(leader.clone()))?;
         let db_sync = JobMetrics::new(
             &registry,
@@ -204,6 +255,14 @@ impl Metrics {
             &["nova", "namespace"],
         )?;
         registry.register(Box::new(nova_ready.clone()))?;
+        let pool_nodes = IntGaugeVec::new(
+            Opts::new(
+                "nova_operator_pool_nodes",
+                "Nodes of a NovaCompute's ledger in each phase, as its last reconcile computed it.",
+            ),
+            &["namespace", "novacompute", "phase"],
+        )?;
+        registry.register(Box::new(pool_nodes.clone()))?;
         let crd_schema_current = IntGaugeVec::new(
             Opts::new(
                 "nova_operator_crd_schema_current",
@@ -246,6 +305,7 @@ impl Metrics {
             db_sync,
             db_archive,
             nova_ready,
+            pool_nodes,
             crd_schema_current,
             progress: Progress::default(),
             passes_in_flight,
@@ -268,6 +328,25 @@ impl Metrics {
         self.db_sync.forget(namespace, nova);
         self.db_archive.forget(namespace, nova);
         let _ = self.nova_ready.remove_label_values(&[nova, namespace]);
+    }
+
+    /// Exports how many of the NovaCompute `namespace/name`'s `nodes` are in each phase.
+    pub fn report_pool(&self, namespace: &str, name: &str, nodes: &[NovaComputeNodeStatus]) {
+        for phase in NodePhase::ALL {
+            let count = nodes.iter().filter(|n| n.phase == phase).count();
+            self.pool_nodes
+                .with_label_values(&[namespace, name, phase.as_str()])
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// Drops every per-CR series of a deleted NovaCompute.
+    pub fn forget_pool(&self, namespace: &str, name: &str) {
+        for phase in NodePhase::ALL {
+            let _ = self
+                .pool_nodes
+                .remove_label_values(&[namespace, name, phase.as_str()]);
+        }
     }
 
     /// The text exposition of every registered metric.
@@ -345,6 +424,46 @@ mod tests {
                 r#"nova_operator_db_sync_total{namespace="other",nova="nova",result="succeeded"} 1"#
             ),
             "another namespace's Nova keeps its series"
+        );
+    }
+
+    #[test]
+    fn a_pools_ledger_is_exported_by_phase_until_the_pool_is_forgotten() {
+        let metrics = Metrics::new().expect("registers once");
+        let node = |name: &str, phase: NodePhase| -> NovaComputeNodeStatus {
+            serde_json::from_value(serde_json::json!({"name": name, "phase": phase.as_str()}))
+                .expect("a node entry")
+        };
+        let ledger = [
+            node("a", NodePhase::Active),
+            node("b", NodePhase::Active),
+            node("c", NodePhase::Draining),
+        ];
+        metrics.report_pool("openstack", "pool", &ledger);
+        metrics.report_pool("other", "pool", &ledger[..1]);
+        let gauge = |ns: &str, phase: &str| {
+            metrics
+                .pool_nodes
+                .with_label_values(&[ns, "pool", phase])
+                .get()
+        };
+        let counts: Vec<i64> = NodePhase::ALL
+            .iter()
+            .map(|p| gauge("openstack", p.as_str()))
+            .collect();
+        assert_eq!(counts, [0, 2, 1, 0, 0], "every phase, absent ones at 0");
+        metrics.report_pool("openstack", "pool", &ledger[2..]);
+        assert_eq!(
+            gauge("openstack", "Active"),
+            0,
+            "a node that left its phase"
+        );
+        metrics.forget_pool("openstack", "pool");
+        let left = series(&metrics, "nova_operator_pool_nodes");
+        assert_eq!(left.len(), NodePhase::ALL.len(), "{left:?}");
+        assert!(
+            left.iter().all(|l| l.contains(r#"namespace="other""#)),
+            "{left:?}"
         );
     }
 }

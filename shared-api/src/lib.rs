@@ -6,6 +6,7 @@ pub mod conditions;
 pub mod crd;
 pub mod defaults;
 pub mod effective;
+pub mod events;
 pub mod ini_text;
 pub mod labels;
 pub mod names;

@@ -9,6 +9,7 @@ pub(crate) mod fixtures;
 pub mod job_run;
 pub mod release;
 pub mod resolved;
+pub mod rollout;
 pub mod route;
 pub mod steps;
 pub mod workload;
@@ -143,7 +144,16 @@ impl Reconciled for Nova {
         metrics.forget_nova(namespace, name);
     }
 
-    fn report_ready(metrics: &crate::metrics::Metrics, namespace: &str, name: &str, ready: bool) {
+    fn report_status(
+        metrics: &crate::metrics::Metrics,
+        namespace: &str,
+        name: &str,
+        status: &NovaStatus,
+    ) {
+        let ready = status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
         metrics
             .nova_ready
             .with_label_values(&[name, namespace])

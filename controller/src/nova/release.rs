@@ -6,6 +6,7 @@
 use std::fmt;
 
 use nova_api::conditions::Reason;
+use nova_api::events::EventReason;
 use nova_api::v1alpha1::{ImageSpec, UpgradePhase};
 
 use super::job_run::Run;
@@ -87,14 +88,20 @@ pub fn upgrade_requested(installed: &str, spec: &str) -> bool {
 /// the Warning event's note and the step's error.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rejection {
-    /// The condition and event reason.
+    /// The condition reason.
     pub reason: Reason,
+    /// The Warning event's reason, spelled as the condition's.
+    pub event: EventReason,
     /// The message.
     pub message: String,
 }
 
-fn reject(reason: Reason, message: String) -> Rejection {
-    Rejection { reason, message }
+fn reject(reason: Reason, event: EventReason, message: String) -> Rejection {
+    Rejection {
+        reason,
+        event,
+        message,
+    }
 }
 
 /// Validates the path of a requested upgrade.
@@ -102,24 +109,28 @@ pub fn initiate(installed: &str, target: &str) -> Result<(), Rejection> {
     let from = parse(installed).map_err(|e| {
         reject(
             Reason::VersionParseError,
+            EventReason::VersionParseError,
             format!("failed to parse installed release {installed:?}: {e}"),
         )
     })?;
     let to = parse(target).map_err(|e| {
         reject(
             Reason::VersionParseError,
+            EventReason::VersionParseError,
             format!("failed to parse target release {target:?}: {e}"),
         )
     })?;
     if to < from {
         return Err(reject(
             Reason::DowngradeNotSupported,
+            EventReason::DowngradeNotSupported,
             format!("downgrade from {installed} to {target} is not supported"),
         ));
     }
     if !sequential(from, to) {
         return Err(reject(
             Reason::UpgradePathInvalid,
+            EventReason::UpgradePathInvalid,
             format!(
                 "upgrade from {installed} to {target} is not sequential; only sequential upgrades are supported"
             ),
@@ -147,6 +158,7 @@ pub fn active(installed: &str, target: &str, spec: &str) -> Active {
     } else if spec != target {
         Active::TargetChanged(reject(
             Reason::UpgradeTargetChanged,
+            EventReason::UpgradeTargetChanged,
             format!(
                 "Spec release changed to {spec} during active upgrade {installed} → {target}; complete or roll back the current upgrade first"
             ),
@@ -168,7 +180,7 @@ pub struct Step {
     /// The phase the status moves to; `Some(None)` clears it (and the target).
     pub next_phase: Option<Option<UpgradePhase>>,
     /// The event (warning, reason) this step publishes on a transition.
-    pub event: Option<(bool, &'static str)>,
+    pub event: Option<EventReason>,
     /// How the pass goes on.
     pub flow: PhaseFlow,
 }
@@ -187,25 +199,25 @@ pub enum PhaseFlow {
 }
 
 /// The verbs of a phase Job: (`ExpandInProgress`, `ExpandFailed`, "Expand", "expand").
-fn vocabulary(phase: UpgradePhase) -> Option<(Reason, Reason, &'static str, &'static str)> {
+fn vocabulary(phase: UpgradePhase) -> Option<(Reason, Reason, &'static str, EventReason)> {
     match phase {
         UpgradePhase::Expanding => Some((
             Reason::ExpandInProgress,
             Reason::ExpandFailed,
             "Expand",
-            "ExpandFailed",
+            EventReason::ExpandFailed,
         )),
         UpgradePhase::Migrating => Some((
             Reason::MigrateInProgress,
             Reason::MigrateFailed,
             "Migrate",
-            "MigrateFailed",
+            EventReason::MigrateFailed,
         )),
         UpgradePhase::Contracting => Some((
             Reason::ContractInProgress,
             Reason::ContractFailed,
             "Contract",
-            "ContractFailed",
+            EventReason::ContractFailed,
         )),
         UpgradePhase::RollingUpdate => None,
     }
@@ -238,7 +250,7 @@ pub fn phase(phase: UpgradePhase, run: &Run, job: &str, from: &str, to: &str) ->
             failed,
             format!("{verb} job {job} failed: {error}"),
             None,
-            Some((true, failed_event)),
+            Some(failed_event),
             PhaseFlow::Fail,
         ),
         Run::Done => match phase {
@@ -247,7 +259,7 @@ pub fn phase(phase: UpgradePhase, run: &Run, job: &str, from: &str, to: &str) ->
                 Reason::MigrateInProgress,
                 format!("Expand complete, starting migrate: {from} → {to}"),
                 Some(Some(UpgradePhase::Migrating)),
-                Some((false, "ExpandComplete")),
+                Some(EventReason::ExpandComplete),
                 PhaseFlow::NextPass,
             ),
             UpgradePhase::Migrating => step(
@@ -255,7 +267,7 @@ pub fn phase(phase: UpgradePhase, run: &Run, job: &str, from: &str, to: &str) ->
                 Reason::UpgradeRollingUpdate,
                 format!("Migrate complete, waiting for Deployment rollout: {from} → {to}"),
                 Some(Some(UpgradePhase::RollingUpdate)),
-                Some((false, "MigrateComplete")),
+                Some(EventReason::MigrateComplete),
                 PhaseFlow::NextPass,
             ),
             _ => step(
@@ -263,7 +275,7 @@ pub fn phase(phase: UpgradePhase, run: &Run, job: &str, from: &str, to: &str) ->
                 Reason::DatabaseSynced,
                 format!("Database schema is up to date (upgraded {from} → {to})"),
                 Some(None),
-                Some((false, "UpgradeComplete")),
+                Some(EventReason::UpgradeComplete),
                 PhaseFlow::Continue,
             ),
         },
@@ -370,13 +382,16 @@ mod tests {
                 "upgrade from 2026.1 to 2027.1 is not sequential; only sequential upgrades are supported",
             ),
         ] {
+            let rejected = initiate(from, to).expect_err("rejected");
             assert_eq!(
-                initiate(from, to),
-                Err(Rejection {
-                    reason,
-                    message: message.into()
-                }),
+                (rejected.reason, rejected.message.as_str()),
+                (reason, message),
                 "{from} → {to}"
+            );
+            assert_eq!(
+                rejected.event.as_str(),
+                reason.as_str(),
+                "the Warning is spelled as the condition's reason"
             );
         }
     }
@@ -389,6 +404,7 @@ mod tests {
             active("2026.1", "2026.2", "2027.1"),
             Active::TargetChanged(Rejection {
                 reason: Reason::UpgradeTargetChanged,
+                event: EventReason::UpgradeTargetChanged,
                 message: "Spec release changed to 2027.1 during active upgrade 2026.1 → 2026.2; complete or roll back the current upgrade first".into(),
             })
         );
@@ -439,7 +455,7 @@ mod tests {
                     Reason::ExpandFailed,
                     "Expand job j failed: job has permanently failed: openstack/nova-db-expand",
                     None,
-                    Some((true, "ExpandFailed")),
+                    Some(EventReason::ExpandFailed),
                     PhaseFlow::Fail,
                 ),
             ),
@@ -451,7 +467,7 @@ mod tests {
                     Reason::MigrateInProgress,
                     "Expand complete, starting migrate: 2026.1 → 2026.2",
                     Some(Some(Migrating)),
-                    Some((false, "ExpandComplete")),
+                    Some(EventReason::ExpandComplete),
                     PhaseFlow::NextPass,
                 ),
             ),
@@ -475,7 +491,7 @@ mod tests {
                     Reason::MigrateFailed,
                     "Migrate job j failed: job has permanently failed: openstack/nova-db-expand",
                     None,
-                    Some((true, "MigrateFailed")),
+                    Some(EventReason::MigrateFailed),
                     PhaseFlow::Fail,
                 ),
             ),
@@ -487,7 +503,7 @@ mod tests {
                     Reason::UpgradeRollingUpdate,
                     "Migrate complete, waiting for Deployment rollout: 2026.1 → 2026.2",
                     Some(Some(RollingUpdate)),
-                    Some((false, "MigrateComplete")),
+                    Some(EventReason::MigrateComplete),
                     PhaseFlow::NextPass,
                 ),
             ),
@@ -523,7 +539,7 @@ mod tests {
                     Reason::ContractFailed,
                     "Contract job j failed: job has permanently failed: openstack/nova-db-expand",
                     None,
-                    Some((true, "ContractFailed")),
+                    Some(EventReason::ContractFailed),
                     PhaseFlow::Fail,
                 ),
             ),
@@ -535,7 +551,7 @@ mod tests {
                     Reason::DatabaseSynced,
                     "Database schema is up to date (upgraded 2026.1 → 2026.2)",
                     Some(None),
-                    Some((false, "UpgradeComplete")),
+                    Some(EventReason::UpgradeComplete),
                     PhaseFlow::Continue,
                 ),
             ),

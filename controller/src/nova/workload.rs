@@ -5,6 +5,8 @@
 //! phase a step whose rollout has not converged ends the pass, which is what rolls the roles
 //! in pipeline order.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use kube::ResourceExt;
@@ -12,6 +14,7 @@ use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::v1alpha1::{Nova, UpgradePhase};
 
 use super::resolved::Resolved;
+use super::rollout;
 use super::{NovaPass, NovaPlan};
 use crate::clusters::{Caching, KindSpec};
 use crate::clusters::{ClusterExt, FIELD_MANAGER};
@@ -42,6 +45,12 @@ pub struct Rollout {
     pub available: bool,
     /// The image of each container of the pod template.
     pub images: Vec<String>,
+    /// The pod template, as served.
+    pub template: serde_json::Value,
+    /// The pod template's annotations.
+    pub template_annotations: BTreeMap<String, String>,
+    /// The Deployment's own annotations.
+    pub annotations: BTreeMap<String, String>,
 }
 
 impl Rollout {
@@ -71,6 +80,14 @@ impl Rollout {
                         .collect()
                 })
                 .unwrap_or_default(),
+            template: spec
+                .and_then(|s| serde_json::to_value(&s.template).ok())
+                .unwrap_or_default(),
+            template_annotations: spec
+                .and_then(|s| s.template.metadata.as_ref())
+                .and_then(|m| m.annotations.clone())
+                .unwrap_or_default(),
+            annotations: deployment.annotations().clone(),
         }
     }
 
@@ -89,15 +106,18 @@ impl Rollout {
         self.observed_generation >= self.generation && self.ready >= self.desired && self.available
     }
 
-    /// Converged, strictly: no old-template or surge pod left, every pod ready, and the pod
-    /// template runs `image`.
-    pub fn converged(&self, image: &str) -> bool {
+    /// Rolled out: the controller saw the current generation, and every pod runs the current
+    /// template and is ready, with no old-template or surge pod left.
+    pub fn rolled_out(&self) -> bool {
         self.observed_generation >= self.generation
             && self.updated == self.desired
             && self.ready == self.desired
             && self.replicas == self.desired
-            && !self.images.is_empty()
-            && self.images.iter().all(|i| i == image)
+    }
+
+    /// Converged, strictly: rolled out, and the pod template runs `image`.
+    pub fn converged(&self, image: &str) -> bool {
+        self.rolled_out() && !self.images.is_empty() && self.images.iter().all(|i| i == image)
     }
 }
 
@@ -261,8 +281,12 @@ pub fn plan_deployment(
         Err(error) => return Plan::fail(error),
     };
     let live = rollout.map_or(LiveReplicas::Absent, Rollout::live_replicas);
-    let plan = Plan::proceed().apply(Child::new(&workloads::deployment(&inputs, step.role, live)));
-    verdict(step, nova, plan, rollout)
+    let mut deployment = workloads::deployment(&inputs, step.role, live);
+    let plan = match rollout::track(nova, rollout, &mut deployment) {
+        Some(note) => Plan::proceed().event(note.reason, note.note),
+        None => Plan::proceed(),
+    };
+    verdict(step, nova, plan.apply(Child::new(&deployment)), rollout)
 }
 
 #[cfg(test)]
@@ -284,9 +308,15 @@ pub(crate) mod tests {
         }
     }
 
-    /// A rollout of the example's `role`, converged onto its image.
+    /// A rollout of `nova`'s `role`, converged onto its image and the template a pass with
+    /// [`resolved`] applies.
     pub(crate) fn converged(nova: &Nova, role: Role) -> Rollout {
         let n = role.replicas(&nova.spec);
+        let name = nova.name_any();
+        let resolved = resolved();
+        let inputs = pod_inputs(nova, &name, &resolved).expect("inputs");
+        let mut applied = workloads::deployment(&inputs, role, LiveReplicas::Absent);
+        rollout::track(nova, None, &mut applied);
         Rollout {
             generation: 1,
             observed_generation: 1,
@@ -297,6 +327,7 @@ pub(crate) mod tests {
             updated: n,
             available: true,
             images: vec![nova.spec.image.reference()],
+            ..Rollout::of(&applied)
         }
     }
 
@@ -433,6 +464,7 @@ pub(crate) mod tests {
             updated: 2,
             available: true,
             images: vec!["img:1".into()],
+            ..Rollout::default()
         };
         f(&mut r);
         r

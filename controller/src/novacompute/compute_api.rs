@@ -146,7 +146,7 @@ pub fn with_events(
 ) -> NovaComputePlan {
     events
         .into_iter()
-        .fold(plan, |plan, e| plan.event(e.warning, e.reason, e.note))
+        .fold(plan, |plan, e| plan.event(e.reason, e.note))
 }
 
 /// The ledger as the steps before left it (the stored one on a pass that skipped the Nodes

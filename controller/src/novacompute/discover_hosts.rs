@@ -9,6 +9,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kube::core::ApiResource;
+use nova_api::events::EventReason;
 use nova_api::names::NovaNames;
 
 use super::resolved::NovaInputs;
@@ -125,8 +126,7 @@ pub fn decide(
             action: Action::Create,
             note: Ok(format!("started discovery Job {qualified}")),
             event: Some(EventNote {
-                warning: false,
-                reason: "HostDiscoveryStarted",
+                reason: EventReason::HostDiscoveryStarted,
                 note: format!(
                     "Started Job {qualified} to map {} into the cell",
                     hosts.join(", ")
@@ -161,8 +161,7 @@ pub fn decide(
         action: Action::Delete,
         note: Ok(format!("replacing the finished discovery Job {qualified}")),
         event: finished.failed.then(|| EventNote {
-            warning: true,
-            reason: "HostDiscoveryFailed",
+            reason: EventReason::HostDiscoveryFailed,
             note: format!("Job {qualified} failed: {}", finished.message),
         }),
     }
@@ -330,7 +329,11 @@ mod tests {
         );
         let event = d.event.expect("event");
         assert_eq!(
-            (event.warning, event.reason, event.note.as_str()),
+            (
+                event.reason.warning(),
+                event.reason.as_str(),
+                event.note.as_str()
+            ),
             (
                 false,
                 "HostDiscoveryStarted",
@@ -374,7 +377,11 @@ mod tests {
         );
         let event = d.event.expect("event");
         assert_eq!(
-            (event.warning, event.reason, event.note.as_str()),
+            (
+                event.reason.warning(),
+                event.reason.as_str(),
+                event.note.as_str()
+            ),
             (
                 true,
                 "HostDiscoveryFailed",

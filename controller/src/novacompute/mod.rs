@@ -184,4 +184,17 @@ impl Reconciled for NovaCompute {
     fn remote_kinds() -> Vec<kube::core::ApiResource> {
         kinds::in_role(TABLES, Role::Owns)
     }
+
+    fn forget_metrics(metrics: &crate::metrics::Metrics, namespace: &str, name: &str) {
+        metrics.forget_pool(namespace, name);
+    }
+
+    fn report_status(
+        metrics: &crate::metrics::Metrics,
+        namespace: &str,
+        name: &str,
+        status: &NovaComputeStatus,
+    ) {
+        metrics.report_pool(namespace, name, &status.nodes);
+    }
 }

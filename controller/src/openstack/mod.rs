@@ -261,8 +261,9 @@ impl Client {
         let path = path_of(&url);
         let sent = Instant::now();
         let response = self.transport.send(request).await;
+        let status = response.as_ref().ok().map(|r| r.status);
         self.sessions
-            .count("keystone", response.as_ref().ok().map(|r| r.status));
+            .count("keystone", &http::Method::POST, status, sent);
         let response = response.map_err(|source| OpenStackError::Transport {
             method: "POST".into(),
             path: path.clone(),
@@ -366,9 +367,10 @@ impl Client {
             headers,
             body: body.as_ref().map(|b| b.to_string().into_bytes()),
         };
+        let sent = Instant::now();
         let response = self.transport.send(request).await;
-        self.sessions
-            .count(api.service(), response.as_ref().ok().map(|r| r.status));
+        let status = response.as_ref().ok().map(|r| r.status);
+        self.sessions.count(api.service(), &method, status, sent);
         response.map_err(|source| OpenStackError::Transport {
             method: method.to_string(),
             path: path.to_owned(),
@@ -575,6 +577,44 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "GET /v2.1/os-aggregates: nova.test:8774 did not answer within 10s"
+        );
+    }
+
+    #[tokio::test]
+    async fn every_request_is_counted_and_timed_by_service_method_and_code() {
+        let fake = Fake::new()
+            .answer("GET", "/v2.1/os-aggregates", 200, r#"{"aggregates": []}"#)
+            .answer("PUT", "/placement/traits/CUSTOM_A", 204, "")
+            .fail(
+                "DELETE",
+                "/placement/traits/CUSTOM_A",
+                TransportError::TimedOut("placement.test".into()),
+            );
+        let metrics = crate::metrics::Metrics::new().expect("registers once");
+        let sessions = Arc::new(Sessions::counted(metrics.openstack_requests.clone()));
+        let pass = client(&fake, Some("http://placement.test/placement")).sharing(sessions, "");
+        pass.aggregates().await.expect("listed");
+        pass.ensure_trait("CUSTOM_A").await.expect("created");
+        pass.delete_trait("CUSTOM_A").await.expect_err("timed out");
+        let requests = &metrics.openstack_requests;
+        for labels in [
+            ["keystone", "POST", "201"],
+            ["compute", "GET", "200"],
+            ["placement", "PUT", "204"],
+            ["placement", "DELETE", "none"],
+        ] {
+            assert_eq!(
+                requests.total.with_label_values(&labels).get(),
+                1,
+                "{labels:?}"
+            );
+            let timed = requests.duration.with_label_values(&labels);
+            assert_eq!(timed.get_sample_count(), 1, "{labels:?}");
+        }
+        let text = metrics.render();
+        assert!(
+            text.contains(r#"nova_operator_openstack_request_duration_seconds_bucket{code="201",method="POST",service="keystone",le="10"} 1"#),
+            "{text}"
         );
     }
 

@@ -1,6 +1,7 @@
 //! What the clients of every pass share: the Keystone token of each cloud and service user,
 //! reused until shortly before it expires instead of requested again on every pass and retry,
-//! and the count of requests by service (`nova_operator_openstack_requests_total`).
+//! and the count and duration of requests by service, method and status
+//! (`nova_operator_openstack_requests_total`, `_request_duration_seconds`).
 //!
 //! A token is kept by the monotonic clock from when it arrived, for its lifetime as Keystone
 //! stated it (`expires_at` less `issued_at`, both Keystone's clock), so a skewed clock here
@@ -12,9 +13,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use prometheus::IntCounterVec;
-
 use super::{Credentials, Endpoints, Session};
+use crate::metrics::OpenStackRequests;
 use crate::sensitive::Sensitive;
 
 /// How long before its stated expiry a token is replaced: long enough for the slowest pass to
@@ -58,16 +58,16 @@ struct Kept {
     until: Instant,
 }
 
-/// The tokens and the request counter every pass's client shares.
+/// The tokens and the request metrics every pass's client shares.
 #[derive(Default)]
 pub struct Sessions {
     tokens: Mutex<HashMap<TokenKey, Kept>>,
-    requests: Option<IntCounterVec>,
+    requests: Option<OpenStackRequests>,
 }
 
 impl Sessions {
-    /// Sessions that count every request in `requests` (labels `service`, `code`).
-    pub fn counted(requests: IntCounterVec) -> Self {
+    /// Sessions that count and time every request in `requests`.
+    pub fn counted(requests: OpenStackRequests) -> Self {
         Self {
             requests: Some(requests),
             ..Self::default()
@@ -122,11 +122,18 @@ impl Sessions {
         }
     }
 
-    /// Counts one request to `service` that ended with `status` (None: no answer).
-    pub(super) fn count(&self, service: &str, status: Option<u16>) {
+    /// Records one request to `service` with `method`, sent at `sent`, that ended with
+    /// `status` (None: no answer).
+    pub(super) fn count(
+        &self,
+        service: &str,
+        method: &http::Method,
+        status: Option<u16>,
+        sent: Instant,
+    ) {
         if let Some(requests) = &self.requests {
-            let code = status.map_or_else(|| "none".to_owned(), |s| s.to_string());
-            requests.with_label_values(&[service, &code]).inc();
+            let seconds = sent.elapsed().as_secs_f64();
+            requests.observe(service, method.as_str(), status, seconds);
         }
     }
 }

@@ -12,13 +12,11 @@ use kube::runtime::controller::Action;
 use super::pass::Reconciled;
 use super::plan::EventNote;
 use super::skeleton::{Context, ReconcileError, reconcile};
+use nova_api::events::EventReason;
 
 /// The default pass deadline (`--pass-deadline-seconds`): a pass sends a few dozen requests,
 /// each bounded (30 s to the API server, 10 s to OpenStack), and waits for nothing else.
 pub const PASS_DEADLINE: Duration = Duration::from_secs(120);
-
-/// The Warning event's reason on a CR whose pass was stopped at its deadline.
-pub const PASS_DEADLINE_EXCEEDED: &str = "ReconcileDeadlineExceeded";
 
 /// [`reconcile`], within the context's pass deadline.
 pub async fn reconcile_within<K: Reconciled>(
@@ -36,17 +34,16 @@ pub async fn reconcile_within<K: Reconciled>(
                 .with_label_values(&[&K::kind(&())])
                 .inc();
             let note = EventNote {
-                warning: true,
-                reason: PASS_DEADLINE_EXCEEDED,
+                reason: EventReason::ReconcileDeadlineExceeded,
                 note: format!(
                     "the reconcile pass did not finish within {deadline:?}; it was stopped and is retried with back-off"
                 ),
             };
             // Published beside the retry, so the slot is free at once.
-            let (recorder, reference) = (ctx.recorder.clone(), cr.object_ref(&()));
+            let (events, reference) = (ctx.events.clone(), cr.object_ref(&()));
             tokio::spawn(async move {
-                if let Err(e) = recorder.publish(&note.event(), &reference).await {
-                    tracing::warn!(error = %e, reason = note.reason, "publishing an event failed");
+                if let Err(e) = events.publish(&note, &reference).await {
+                    tracing::warn!(error = %e, reason = %note.reason, "publishing an event failed");
                 }
             });
             Err(ReconcileError::Deadline(deadline))

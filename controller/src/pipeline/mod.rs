@@ -15,6 +15,7 @@ pub mod conditions;
 pub mod deadline;
 pub mod effects;
 pub mod engine;
+pub mod events;
 pub mod index;
 pub mod kinds;
 pub mod pass;

@@ -106,14 +106,14 @@ pub trait Reconciled:
     }
     /// Drops the per-CR metric series of a deleted CR (none unless the kind exports any).
     fn forget_metrics(_metrics: &crate::metrics::Metrics, _namespace: &str, _name: &str) {}
-    /// Exports the aggregate Ready a pass computed (nothing unless the kind exports it).
-    fn report_ready(
-        _metrics: &crate::metrics::Metrics,
-        _namespace: &str,
-        _name: &str,
-        _ready: bool,
-    ) {
-    }
+    /// Exports what the kind's gauges read from the status a pass computed (the aggregate
+    /// Ready, a pool's ledger).
+    fn report_status(
+        metrics: &crate::metrics::Metrics,
+        namespace: &str,
+        name: &str,
+        status: &Self::Status,
+    );
 }
 
 /// A plan of kind `K`.

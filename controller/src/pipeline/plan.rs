@@ -5,6 +5,7 @@ use std::sync::Arc;
 use kube::core::ApiResource;
 use kube::runtime::events::{Event, EventType};
 use nova_api::conditions::Reason;
+use nova_api::events::EventReason;
 
 use super::effects::{Effect, Effects, Outcome};
 use super::{Flow, StepError};
@@ -74,13 +75,11 @@ pub struct Verdict<C> {
     pub message: String,
 }
 
-/// An event a plan publishes on its CR.
+/// An event a plan publishes on its CR; its type and action come with its reason.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventNote {
-    /// Normal or Warning.
-    pub warning: bool,
     /// The event reason.
-    pub reason: &'static str,
+    pub reason: EventReason,
     /// The event note (never a secret value).
     pub note: String,
 }
@@ -88,35 +87,25 @@ pub struct EventNote {
 impl EventNote {
     /// The Kubernetes event type.
     pub fn type_(&self) -> EventType {
-        if self.warning {
+        if self.reason.warning() {
             EventType::Warning
         } else {
             EventType::Normal
         }
     }
 
-    /// The event the recorder publishes. kube's Recorder folds every event of one object, type,
-    /// reason and action published within six minutes into the first one's series, keeping
-    /// the first note: two aggregates created in one pass would show as the first created
-    /// twice. The action is therefore the note itself (clipped to the API's 128 bytes), so
-    /// distinct notes of one reason stay distinct events and only a repeated note is a series.
+    /// The event the recorder publishes: the action is the reason's verb (a series per
+    /// distinct note is the [`super::events::Publisher`]'s business).
     pub fn event(&self) -> Event {
-        let mut end = self.note.len().min(ACTION_BYTES);
-        while !self.note.is_char_boundary(end) {
-            end -= 1;
-        }
         Event {
             type_: self.type_(),
-            reason: self.reason.to_owned(),
+            reason: self.reason.as_str().to_owned(),
             note: Some(self.note.clone()),
-            action: self.note[..end].to_owned(),
+            action: self.reason.action().to_owned(),
             secondary: None,
         }
     }
 }
-
-/// The bound the API server puts on an event's action.
-const ACTION_BYTES: usize = 128;
 
 /// Objects of one kind a plan prunes: those matching `selector` that the CR controls, except
 /// the ones it keeps.
@@ -325,9 +314,8 @@ impl<C, S, R: Default> Plan<C, S, R> {
     }
 
     /// Adds an event.
-    pub fn event(mut self, warning: bool, reason: &'static str, note: impl Into<String>) -> Self {
+    pub fn event(mut self, reason: EventReason, note: impl Into<String>) -> Self {
         self.events.push(EventNote {
-            warning,
             reason,
             note: note.into(),
         });
@@ -368,35 +356,17 @@ impl<C, S, R: Default> Plan<C, S, R> {
 mod tests {
     use super::*;
 
-    fn note(reason: &'static str, note: &str) -> EventNote {
-        EventNote {
-            warning: false,
-            reason,
-            note: note.to_owned(),
-        }
-    }
-
     #[test]
-    fn notes_of_one_reason_are_distinct_events_and_a_repeat_is_one() {
-        let a = note("TraitCreated", "Created custom trait CUSTOM_A in Placement").event();
-        let b = note("TraitCreated", "Created custom trait CUSTOM_B in Placement").event();
-        let again = note("TraitCreated", "Created custom trait CUSTOM_A in Placement").event();
-        assert_ne!(
-            a.action, b.action,
-            "kube's Recorder keys a series on the action"
-        );
-        assert_eq!(a.action, again.action);
-        assert_eq!(
-            b.note.as_deref(),
-            Some("Created custom trait CUSTOM_B in Placement")
-        );
-        let long = note("HostDiscoveryFailed", &"é".repeat(100)).event();
-        assert_eq!(
-            long.action,
-            "é".repeat(64),
-            "clipped on a character boundary"
-        );
-        assert_eq!(long.note.as_deref(), Some("é".repeat(100).as_str()));
+    fn an_event_carries_its_reasons_type_and_verb_and_the_whole_note() {
+        let note = EventNote {
+            reason: EventReason::HostDiscoveryFailed,
+            note: "é".repeat(100),
+        };
+        let event = note.event();
+        assert_eq!(event.type_, EventType::Warning);
+        assert_eq!(event.reason, "HostDiscoveryFailed");
+        assert_eq!(event.action, "Register");
+        assert_eq!(event.note.as_deref(), Some("é".repeat(100).as_str()));
     }
 
     #[test]

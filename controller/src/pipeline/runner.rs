@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{Predicate, WatchStreamExt, predicates, watcher};
@@ -17,6 +17,7 @@ use nova_api::labels::ownership;
 use super::Engine;
 use super::backoff::Backoff;
 use super::deadline::reconcile_within;
+use super::events::Publisher;
 use super::pass::Reconciled;
 use super::skeleton::{Context, error_policy};
 use super::superseded::Superseded;
@@ -54,7 +55,7 @@ pub fn context<K: Reconciled>(
         instance: options.instance.clone(),
     };
     Arc::new(Context {
-        recorder: Recorder::new(client.clone(), reporter),
+        events: Publisher::new(client.clone(), reporter),
         clusters: Arc::new(Clusters::new(cluster, options.targets.clone())),
         engine: Engine::new(metrics),
         backoff: Backoff::default(),

@@ -20,14 +20,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 use nova_api::conditions::Reason;
+use nova_api::events::EventReason;
 
 use super::backoff::Backoff;
 use super::conditions;
 use super::engine::{Engine, PipelineError};
+use super::events::Publisher;
 use super::pass::{ConditionType, Pass, Reconciled};
 use super::plan::{EventNote, JobRecord, Verdict};
 use super::superseded::Superseded;
@@ -38,9 +39,6 @@ use crate::crd_currency::Notice;
 /// The finalizer of a CR whose children live on a target cluster, shared across operators:
 /// held until the remote sweep ran (or the target was abandoned).
 pub const REMOTE_CHILDREN: &str = "openstack.c5c3.io/remote-children";
-
-/// The Warning a deleting CR records when its target cluster is abandoned.
-pub const REMOTE_CHILDREN_ABANDONED: &str = "RemoteChildrenAbandoned";
 
 /// How often a converged CR is looked at again without any event.
 pub const RESYNC: std::time::Duration = std::time::Duration::from_secs(600);
@@ -54,7 +52,7 @@ pub struct Context<K: Reconciled> {
     /// Runs and instruments the pipeline tables.
     pub engine: Engine,
     /// Publishes Kubernetes Events on the CRs.
-    pub recorder: Recorder,
+    pub events: Publisher,
     /// The per-object failure back-off.
     pub backoff: Backoff<K>,
     /// The cached copies this process's status writes replaced.
@@ -160,9 +158,6 @@ pub async fn reconcile<K: Reconciled>(
     finish(&ctx, &api, &cr, outcome, &status).await
 }
 
-/// The Normal event of a pause taking hold.
-pub const RECONCILIATION_PAUSED: &str = "ReconciliationPaused";
-
 /// Whether the CR carries the pause annotation with the value `"true"`.
 fn paused<K: Reconciled>(cr: &K) -> bool {
     cr.annotations()
@@ -198,8 +193,7 @@ async fn hold<K: Reconciled>(
     if newly {
         tracing::info!("reconciliation paused by annotation");
         let note = EventNote {
-            warning: false,
-            reason: RECONCILIATION_PAUSED,
+            reason: EventReason::ReconciliationPaused,
             note: format!(
                 "Reconciliation paused by {}; nothing is applied until it is removed",
                 nova_api::labels::PAUSE_ANNOTATION
@@ -261,8 +255,7 @@ async fn tear_down<K: Reconciled>(
                 "target cluster abandoned; releasing the finalizers"
             );
             let abandoned = EventNote {
-                warning: true,
-                reason: REMOTE_CHILDREN_ABANDONED,
+                reason: EventReason::RemoteChildrenAbandoned,
                 note,
             };
             publish(ctx, cr, &[abandoned]).await;
@@ -330,15 +323,11 @@ async fn finish<K: Reconciled>(
     outcome: Result<Flow, PipelineError>,
     status: &K::Status,
 ) -> Result<Action, ReconcileError> {
-    let mut computed = status.clone();
-    let ready = K::conditions(&mut computed)
-        .iter()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
-    K::report_ready(
+    K::report_status(
         ctx.engine.metrics(),
         &cr.namespace().unwrap_or_default(),
         &cr.name_any(),
-        ready,
+        status,
     );
     let flow = settle(ctx, api, cr, outcome, Some(status)).await?;
     ctx.backoff.forget(&ObjectRef::from_obj(&**cr));
@@ -453,12 +442,8 @@ pub fn error_policy<K: Reconciled>(
 /// Publishes the pass's events on the CR; a failed publish is logged, never fatal.
 async fn publish<K: Reconciled>(ctx: &Context<K>, cr: &K, events: &[EventNote]) {
     for note in events {
-        if let Err(e) = ctx
-            .recorder
-            .publish(&note.event(), &cr.object_ref(&()))
-            .await
-        {
-            tracing::warn!(error = %e, reason = note.reason, "publishing an event failed");
+        if let Err(e) = ctx.events.publish(note, &cr.object_ref(&())).await {
+            tracing::warn!(error = %e, reason = %note.reason, "publishing an event failed");
         }
     }
 }
@@ -522,7 +507,6 @@ async fn count_jobs<K: Reconciled>(ctx: &Context<K>, api: &Api<K>, cr: &K, recor
                 let reason = r.family.deferred_reason();
                 if deferred.iter().all(|n| n.reason != reason) {
                     deferred.push(EventNote {
-                        warning: true,
                         reason,
                         note: format!(
                             "The metrics of Job {} (suffix {}) are deferred: stamping its UID on the {} failed",

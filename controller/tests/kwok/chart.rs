@@ -840,14 +840,14 @@ fn exported_series() -> BTreeSet<String> {
     controller.db_sync.record("ns", "x", true, 1.0);
     controller.db_archive.record("ns", "x", false, 1.0);
     controller.nova_ready.with_label_values(&["x", "ns"]).set(1);
+    controller.report_pool("ns", "x", &[]);
     controller
         .crd_schema_current
         .with_label_values(&["novas.nova.openstack.c5c3.io"])
         .set(1);
     controller
         .openstack_requests
-        .with_label_values(&["keystone", "201"])
-        .inc();
+        .observe("keystone", "POST", Some(201), 0.1);
     controller
         .pass_deadline_exceeded
         .with_label_values(&["Nova"])

@@ -9,8 +9,8 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use nova_api::crd::SCHEMA_HASH_ANNOTATION;
+use nova_api::events::EventReason;
 use nova_api::v1alpha1::Nova;
-use nova_controller::crd_currency::CRD_SCHEMA_OUTDATED;
 use nova_test_harness::{ControlPlane, Options, helm, third_party_dir};
 use nova_testkit::prelude::*;
 use serde_json::json;
@@ -158,11 +158,17 @@ async fn the_chart_installs_upgrades_and_keeps_the_crds_and_a_stale_crd_is_repor
         .create(&PostParams::default(), &nova)
         .await
         .expect("create the Nova");
-    wait_for_event(&client, &ns, CRD_SCHEMA_OUTDATED, TIMEOUT).await;
+    wait_for_event(
+        &client,
+        &ns,
+        EventReason::CRDSchemaOutdated.as_str(),
+        TIMEOUT,
+    )
+    .await;
     let events = events_on(&client, &ns, &name).await.expect("events");
     let (_, note, _) = events
         .iter()
-        .find(|(reason, _, _)| reason == CRD_SCHEMA_OUTDATED)
+        .find(|(reason, _, _)| reason == EventReason::CRDSchemaOutdated.as_str())
         .expect("the warning");
     assert!(note.contains(NOVAS), "{note}");
     Wait::new("the Nova reconciled on", TIMEOUT)

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use nova_api::events::EventReason;
 use nova_api::labels::PAUSE_ANNOTATION;
 use nova_api::v1alpha1::Nova;
-use nova_controller::pipeline::skeleton::RECONCILIATION_PAUSED;
 use nova_testkit::prelude::*;
 use serde_json::json;
 
@@ -58,7 +58,13 @@ async fn a_paused_nova_is_left_alone_until_the_annotation_goes() {
     })
     .await
     .expect("the Paused condition");
-    wait_for_event(&client, &ns, RECONCILIATION_PAUSED, TIMEOUT).await;
+    wait_for_event(
+        &client,
+        &ns,
+        EventReason::ReconciliationPaused.as_str(),
+        TIMEOUT,
+    )
+    .await;
     secrets
         .delete("nova-transport-url", &DeleteParams::default())
         .await

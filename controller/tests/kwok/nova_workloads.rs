@@ -2,8 +2,9 @@
 //! (pods Ready at once) and the test playing the Gateway (simulated): a Nova goes from nothing
 //! to every workload available with every Service, budget, route, autoscaler and policy in
 //! place; a rebuilt template is a no-op; a rotation rolls exactly the workloads carrying its
-//! digest; the HPA owns the API's replicas; switching the proxy off removes its four objects;
-//! a release upgrade rolls the roles in pipeline order and flips to Contracting last.
+//! digest, each reported by RolloutStarted (cause credential) and RolloutComplete; the HPA owns
+//! the API's replicas; switching the proxy off removes its four objects; a release upgrade
+//! rolls the roles in pipeline order (cause release) and flips to Contracting last.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -187,6 +188,11 @@ async fn from_nothing_to_every_workload_then_rotation_autoscaling_and_the_proxy_
         sets_before,
         "no new ReplicaSet"
     );
+    let reasons = event_reasons(&client, &ns).await;
+    assert!(
+        !reasons.iter().any(|r| r.starts_with("Rollout")),
+        "creating and rebuilding workloads is no rollout: {reasons:?}"
+    );
 
     // Rotating the metadata shared secret rolls the metadata API alone.
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
@@ -205,6 +211,29 @@ async fn from_nothing_to_every_workload_then_rotation_autoscaling_and_the_proxy_
     for name in WORKLOADS.iter().filter(|n| **n != "nova-metadata") {
         assert_eq!(after[*name], before[*name], "{name} did not roll");
     }
+    // Its rollout is reported on the Nova with its cause, then its completion.
+    until(
+        "the metadata rollout's events never both appeared",
+        || async {
+            let notes: Vec<(String, String)> = events_on(&client, &ns, "nova")
+                .await
+                .expect("events")
+                .into_iter()
+                .map(|(reason, note, _)| (reason, note))
+                .collect();
+            let on = |reason: &str, text: &str| {
+                notes.iter().any(|(r, n)| r == reason && n.contains(text))
+            };
+            on(
+                "RolloutStarted",
+                "Deployment nova-metadata rolls out a new pod template (cause: credential)",
+            ) && on("RolloutComplete", "Deployment nova-metadata rolled out")
+                && !notes
+                    .iter()
+                    .any(|(r, n)| r.starts_with("Rollout") && !n.contains("nova-metadata "))
+        },
+    )
+    .await;
 
     // Rotating the service-user password rolls all five.
     put_secret(
@@ -371,5 +400,16 @@ async fn an_upgrade_rolls_the_roles_in_pipeline_order_then_flips_to_contracting(
             status.updated_replicas, status.replicas,
             "{name} had converged before the flip"
         );
+    }
+    let started: Vec<String> = events_on(&client, &ns, "nova")
+        .await
+        .expect("events")
+        .into_iter()
+        .filter(|(reason, _, _)| reason == "RolloutStarted")
+        .map(|(_, note, _)| note)
+        .collect();
+    for name in WORKLOADS {
+        let note = format!("Deployment {name} rolls out a new pod template (cause: release)");
+        assert!(started.contains(&note), "{note:?} in {started:?}");
     }
 }

@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, PostParams};
+use nova_api::events::EventReason;
 use nova_api::v1alpha1::Nova;
 use nova_controller::clusters::{KubeCluster, Registry};
 use nova_controller::metrics::Metrics;
 use nova_controller::nova;
-use nova_controller::pipeline::deadline::PASS_DEADLINE_EXCEEDED;
 use nova_controller::pipeline::runner::Options;
 use nova_testkit::prelude::*;
 
@@ -65,9 +65,9 @@ async fn a_pass_past_its_deadline_is_stopped_retried_and_reported() {
     let warned = Wait::new("the deadline Warning", Duration::from_secs(30))
         .until(|| async {
             let list = events.list(&ListParams::default()).await.ok()?;
-            list.items
-                .into_iter()
-                .find(|e| e.reason.as_deref() == Some(PASS_DEADLINE_EXCEEDED))
+            list.items.into_iter().find(|e| {
+                e.reason.as_deref() == Some(EventReason::ReconcileDeadlineExceeded.as_str())
+            })
         })
         .await
         .expect("a ReconcileDeadlineExceeded event");

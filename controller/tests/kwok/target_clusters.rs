@@ -769,7 +769,7 @@ async fn a_pool_placed_on_a_registered_target_cluster() {
             .is_some(),
         "the Secret at home is not on the pool's cluster"
     );
-    // The recorder folds the second event of the same reason into a series of the first.
+    // Counted over events and their series: a repeated note is a series, distinct ones are events.
     let reaped: i32 = Api::<Event>::namespaced(home_client.clone(), &ns)
         .list(&ListParams::default())
         .await

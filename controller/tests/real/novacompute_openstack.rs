@@ -187,7 +187,8 @@ async fn quiet(
         .sum();
     let logins = metrics
         .openstack_requests
-        .with_label_values(&["keystone", "201"])
+        .total
+        .with_label_values(&["keystone", "POST", "201"])
         .get();
     Ok((requests.writes("novacomputes", "status"), recorded, logins))
 }
@@ -846,7 +847,8 @@ async fn keystone_and_placement_brownouts_delete_nothing_and_recover() -> Result
     let logins = || {
         metrics
             .openstack_requests
-            .with_label_values(&["keystone", "201"])
+            .total
+            .with_label_values(&["keystone", "POST", "201"])
             .get()
     };
 

@@ -211,8 +211,8 @@ pub(crate) fn status_reason(pool: &NovaCompute, type_: &str) -> Option<(String, 
     condition_of(pool, type_).map(|(status, reason, _)| (status.to_owned(), reason.to_owned()))
 }
 
-/// The events recorded on pool `name`, oldest first, as (reason, occurrences): the recorder
-/// keeps one event per reason and counts repeats in its series.
+/// The events recorded on pool `name`, oldest first, as (reason, occurrences): one event per
+/// distinct note, its repeats counted in its series.
 pub(crate) async fn pool_events(client: &Client, ns: &str, name: &str) -> Vec<(String, i32)> {
     events_on(client, ns, name)
         .await

@@ -171,7 +171,10 @@ async fn aggregates_step(client: &Client, ns: &str) -> Result<()> {
     });
     let (assessment, outcome, events) = aggregates::reconcile(client, &pool(true, &leaving)).await;
     ensure!(outcome == aggregates::Outcome::Completed, "{outcome:?}");
-    let notes: Vec<(bool, &str)> = events.iter().map(|e| (e.warning, e.reason)).collect();
+    let notes: Vec<(bool, &str)> = events
+        .iter()
+        .map(|e| (e.reason.warning(), e.reason.as_str()))
+        .collect();
     ensure!(
         notes
             == [
@@ -471,7 +474,7 @@ async fn traits_step(
     let events: Vec<(&str, &str)> = outcome
         .events
         .iter()
-        .map(|e| (e.reason, e.note.as_str()))
+        .map(|e| (e.reason.as_str(), e.note.as_str()))
         .collect();
     ensure!(
         events
@@ -718,7 +721,11 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
         "{w:?}"
     );
     ensure!(
-        w.events.iter().map(|e| e.reason).collect::<Vec<_>>() == ["ComputeServiceDisabled"],
+        w.events
+            .iter()
+            .map(|e| e.reason.as_str())
+            .collect::<Vec<_>>()
+            == ["ComputeServiceDisabled"],
         "{w:?}"
     );
     let reason = format!("c5c3.io: leaving NovaCompute {ns}/pool-a");
@@ -745,7 +752,11 @@ async fn the_client_drives_the_real_keystone_nova_and_placement() -> Result<()> 
     let w = walk_once(&client, &ns, w.nodes, &[]).await;
     ensure!(
         w.nodes.is_empty()
-            && w.events.iter().map(|e| e.reason).collect::<Vec<_>>() == ["ComputeServiceDeleted"],
+            && w.events
+                .iter()
+                .map(|e| e.reason.as_str())
+                .collect::<Vec<_>>()
+                == ["ComputeServiceDeleted"],
         "{w:?}"
     );
     ensure!(

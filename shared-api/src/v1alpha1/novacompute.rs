@@ -285,6 +285,28 @@ pub enum NodePhase {
     Conflict,
 }
 
+impl NodePhase {
+    /// Every phase, in lifecycle order.
+    pub const ALL: [NodePhase; 5] = [
+        NodePhase::Pending,
+        NodePhase::Active,
+        NodePhase::Draining,
+        NodePhase::Releasing,
+        NodePhase::Conflict,
+    ];
+
+    /// The spelling the status carries.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            NodePhase::Pending => "Pending",
+            NodePhase::Active => "Active",
+            NodePhase::Draining => "Draining",
+            NodePhase::Releasing => "Releasing",
+            NodePhase::Conflict => "Conflict",
+        }
+    }
+}
+
 /// One node of the ledger.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -317,4 +339,19 @@ pub struct NovaComputeNodeStatus {
     /// The node's custom trait record, sorted.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub traits: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NodePhase;
+
+    #[test]
+    fn every_phase_is_spelled_as_the_status_carries_it() {
+        for phase in NodePhase::ALL {
+            assert_eq!(
+                serde_json::to_value(phase).expect("serializes"),
+                phase.as_str()
+            );
+        }
+    }
 }

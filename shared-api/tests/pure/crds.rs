@@ -741,15 +741,17 @@ fn both_kinds_have_short_names_and_the_openstack_category() {
     }
 }
 
-/// The generated conditions reference is committed as `refgen` writes it.
+/// The generated references (conditions, events) are committed as `refgen` writes them.
 #[test]
-fn the_conditions_reference_is_current() {
+fn the_generated_references_are_current() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let path = root.join(nova_api::reference::CONDITIONS_REFERENCE);
-    let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        committed == nova_api::reference::conditions_markdown(),
-        "{} is stale: run `cargo run -p nova-api --bin refgen`",
-        path.display()
-    );
+    for (relative, markdown) in nova_api::reference::all() {
+        let path = root.join(relative);
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            committed == markdown,
+            "{} is stale: run `cargo run -p nova-api --bin refgen`",
+            path.display()
+        );
+    }
 }

@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use kube::core::ApiResource;
 use nova_api::conditions::{NovaConditionType, Reason};
+use nova_api::events::EventReason;
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::Nova;
 
@@ -172,7 +173,7 @@ pub fn report_extra_config_of<K: Reconciled>(
     let new_verdict = previous.is_none_or(|c| c.status != "False" || c.message != message);
     let plan = Plan::proceed();
     let plan = if !ok && new_verdict {
-        plan.event(true, "ExtraConfigOwnedKeyOverride", message.clone())
+        plan.event(EventReason::ExtraConfigOwnedKeyOverride, message.clone())
     } else {
         plan
     };
@@ -281,7 +282,10 @@ mod tests {
             )
         );
         assert_eq!(first.events.len(), 1);
-        assert_eq!(first.events[0].reason, "ExtraConfigOwnedKeyOverride");
+        assert_eq!(
+            first.events[0].reason,
+            EventReason::ExtraConfigOwnedKeyOverride
+        );
 
         let mut reported = nova.clone();
         let mut status = nova_api::v1alpha1::NovaStatus::default();

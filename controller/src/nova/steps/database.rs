@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use nova_api::claims::Conflict;
 use nova_api::conditions::{NovaConditionType, Reason};
+use nova_api::events::EventReason;
 use nova_api::v1alpha1::{CellStatus, Nova, UpgradePhase};
 
 use crate::clusters::{Caching, KindSpec};
@@ -189,8 +190,7 @@ pub fn plan(nova: &Nova, observed: &Observed, resolved: &Resolved) -> NovaPlan {
                 .set(StatusUpdate::UpgradePhase(Some(UpgradePhase::Expanding)))
                 .report(CONDITION, false, Reason::ExpandInProgress, message)
                 .event(
-                    false,
-                    "UpgradeInitiated",
+                    EventReason::UpgradeInitiated,
                     format!("Upgrade initiated: {installed} → {wanted}"),
                 )
                 .requeue(REQUEUE_NEXT_PASS)
@@ -218,10 +218,10 @@ fn verdict(
     ok: bool,
     reason: Reason,
     message: String,
-    event: Option<(bool, &'static str)>,
+    event: Option<EventReason>,
 ) -> NovaPlan {
     let plan = match event {
-        Some((warning, event))
+        Some(event)
             if is_new(
                 conditions_of(nova),
                 CONDITION.as_str(),
@@ -230,7 +230,7 @@ fn verdict(
                 &message,
             ) =>
         {
-            plan.event(warning, event, message.clone())
+            plan.event(event, message.clone())
         }
         _ => plan,
     };
@@ -257,9 +257,12 @@ impl Tracking<'_> {
 
     /// A rejected release: the condition, a Warning event of the same reason, and an error.
     fn reject(&self, plan: NovaPlan, rejection: Rejection) -> NovaPlan {
-        let Rejection { reason, message } = rejection;
-        let event = Some((true, reason.as_str()));
-        verdict(self.nova, plan, false, reason, message.clone(), event)
+        let Rejection {
+            reason,
+            event,
+            message,
+        } = rejection;
+        verdict(self.nova, plan, false, reason, message.clone(), Some(event))
             .failing(StepError::Refused(message))
     }
 
@@ -299,7 +302,7 @@ impl Tracking<'_> {
                     false,
                     Reason::DBSyncFailed,
                     message,
-                    Some((true, "DBSyncFailed")),
+                    Some(EventReason::DBSyncFailed),
                 )
                 .failing(StepError::Refused(error))
             }
@@ -311,7 +314,7 @@ impl Tracking<'_> {
                     true,
                     Reason::DatabaseSynced,
                     "Database schema is up to date (revision verified)".to_owned(),
-                    Some((false, "DatabaseSynced")),
+                    Some(EventReason::DatabaseSynced),
                 )
             }
             Run::Create | Run::Recreate | Run::Running => plan
@@ -338,9 +341,7 @@ impl Tracking<'_> {
                     .map(|(name, uuid)| CellStatus { name, uuid })
                     .collect(),
             )),
-            None if report.fresh => plan.event(
-                false,
-                "CellsReportUnavailable",
+            None if report.fresh => plan.event(EventReason::CellsReportUnavailable,
                 format!(
                     "The termination report of Job {} names no cell; status.cells is left as it was",
                     DbJob::Sync.name(self.inputs.name)
@@ -361,9 +362,7 @@ impl Tracking<'_> {
             });
         plan.set(StatusUpdate::UpgradePhase(None))
             .set(StatusUpdate::TargetRelease(None))
-            .event(
-                false,
-                "UpgradeAborted",
+            .event(EventReason::UpgradeAborted,
                 format!(
                     "Upgrade {installed} → {target} aborted: spec release reverted to installed release {installed}"
                 ),
@@ -452,7 +451,7 @@ mod tests {
     }
 
     fn events(plan: &NovaPlan) -> Vec<&str> {
-        plan.events.iter().map(|e| e.reason).collect()
+        plan.events.iter().map(|e| e.reason.as_str()).collect()
     }
 
     /// `nova` with installed release, and optionally an active phase toward `target`.
@@ -712,7 +711,7 @@ mod tests {
             ))
         );
         assert_eq!(events(&failed), ["DBSyncFailed"]);
-        assert!(failed.events[0].warning);
+        assert!(failed.events[0].reason.warning());
         assert_eq!(
             failed
                 .records
@@ -773,7 +772,7 @@ mod tests {
             let plan = plan(&nova, &provisioned(&nova), &configured());
             assert_eq!(plan.verdict(CONDITION).map(|v| v.reason), Some(rejected));
             assert_eq!(events(&plan), [rejected.as_str()]);
-            assert!(plan.events[0].warning && plan.error.is_some());
+            assert!(plan.events[0].reason.warning() && plan.error.is_some());
             assert!(plan.status.is_empty() && jobs(&plan).is_empty());
         }
     }

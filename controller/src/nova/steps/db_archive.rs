@@ -9,6 +9,7 @@ use kube::ResourceExt;
 use kube::core::ApiResource;
 use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::effective;
+use nova_api::events::EventReason;
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::Nova;
 
@@ -139,7 +140,7 @@ pub fn plan(nova: &Nova, observed: &Observed, resolved: &Resolved) -> NovaPlan {
             &message,
         );
         let plan = if transition {
-            plan.event(true, "DBArchiveJobFailed", message.clone())
+            plan.event(EventReason::DBArchiveJobFailed, message.clone())
         } else {
             plan
         };
@@ -206,7 +207,7 @@ mod tests {
                 "DB archive Job nova-db-archive-2 failed".into()
             )
         );
-        assert!(failing.events[0].warning);
+        assert!(failing.events[0].reason.warning());
         assert_eq!(
             failing.records,
             [crate::pipeline::JobRecord {
@@ -218,7 +219,7 @@ mod tests {
             }],
             "only the newest terminal run is counted"
         );
-        assert_eq!(failing.events[0].reason, "DBArchiveJobFailed");
+        assert_eq!(failing.events[0].reason, EventReason::DBArchiveJobFailed);
         assert_eq!(failing.flow, Flow::Continue);
         assert_eq!(failing.children[0].name, "nova-db-archive");
 

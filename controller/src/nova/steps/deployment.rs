@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::ResourceExt;
 use nova_api::conditions::{NovaConditionType, Reason};
+use nova_api::events::EventReason;
 use nova_api::v1alpha1::{Nova, UpgradePhase};
 
 use super::console_proxy::enabled as proxy_enabled;
@@ -32,9 +33,6 @@ const STEP: WorkloadStep = WorkloadStep {
     waiting: Reason::WaitingForDeployment,
     noun: "API",
 };
-
-/// The event of the RollingUpdate → Contracting flip.
-pub const ROLLOUT_COMPLETE: &str = "DeploymentRolloutComplete";
 
 /// What the step reads: the rollout of every role, by role (the flip checks them all).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -145,8 +143,7 @@ pub fn plan(nova: &Nova, observed: &Observed, resolved: &Resolved) -> NovaPlan {
     }
     plan.set(StatusUpdate::UpgradePhase(Some(UpgradePhase::Contracting)))
         .event(
-            false,
-            ROLLOUT_COMPLETE,
+            EventReason::DeploymentRolloutComplete,
             format!(
                 "Every workload runs {}; starting the contract phase",
                 nova.spec.image.reference()
@@ -241,7 +238,10 @@ mod tests {
                 .status
                 .contains(&StatusUpdate::UpgradePhase(Some(UpgradePhase::Contracting)))
         );
-        assert_eq!(flipped.events[0].reason, ROLLOUT_COMPLETE);
+        assert_eq!(
+            flipped.events[0].reason,
+            EventReason::DeploymentRolloutComplete
+        );
 
         // A disabled proxy is not waited for.
         nova.spec.console_proxy = Some(nova_api::v1alpha1::NovaConsoleProxySpec {

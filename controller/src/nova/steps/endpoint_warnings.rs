@@ -5,6 +5,7 @@
 //! on the first pass over a generation the status has not observed yet, so the steady state
 //! stays quiet. Messages name the field and the finding, never the URL or a credential.
 
+use nova_api::events::EventReason;
 use nova_api::v1alpha1::{Nova, NovaEndpointsSpec};
 
 use crate::nova::resolved::Resolved;
@@ -14,9 +15,6 @@ use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
 /// The cluster domain Service names end in; the operator assumes the Kubernetes default
 /// everywhere it recognizes a Service URL (`service_proxy.rs`).
 pub const CLUSTER_DOMAIN: &str = "cluster.local";
-
-/// The event's reason.
-pub const REASON: &str = "UnsafeEndpointOverride";
 
 /// The EndpointWarnings step: nothing to observe.
 pub fn run(pass: &NovaPass) -> StepFuture<'_, Nova> {
@@ -36,7 +34,7 @@ pub fn plan(nova: &Nova, _: &(), _: &Resolved) -> NovaPlan {
     findings(endpoints)
         .into_iter()
         .fold(Plan::proceed(), |plan, finding| {
-            plan.event(true, REASON, finding)
+            plan.event(EventReason::UnsafeEndpointOverride, finding)
         })
 }
 
@@ -152,8 +150,11 @@ mod tests {
         });
         let changed = plan(&nova, &(), &Resolved::default());
         assert_eq!(changed.events.len(), 1);
-        assert!(changed.events[0].warning);
-        assert_eq!(changed.events[0].reason, REASON);
+        assert!(changed.events[0].reason.warning());
+        assert_eq!(
+            changed.events[0].reason,
+            EventReason::UnsafeEndpointOverride
+        );
         assert_eq!(
             changed.events[0].note,
             "spec.endpoints.glance.override points outside the cluster's Service domain over plain http: nova sends the service user's token and requests there unencrypted"

@@ -3,6 +3,7 @@
 
 use kube::ResourceExt;
 use kube::core::ApiResource;
+use nova_api::events::EventReason;
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::Nova;
 
@@ -129,8 +130,7 @@ pub fn plan(nova: &Nova, observed: &Observed, _: &Resolved) -> NovaPlan {
     if remaining.iter().any(|o| o.live) {
         return plan
             .event(
-                false,
-                "FinalizingDatabase",
+                EventReason::FinalizingDatabase,
                 "Deleting the MariaDB Database, User and Grant objects of both schemas",
             )
             .requeue(REQUEUE_DATABASE_WAIT);
@@ -144,8 +144,7 @@ pub fn plan(nova: &Nova, observed: &Observed, _: &Resolved) -> NovaPlan {
         )
     };
     plan.event(
-        false,
-        "DatabaseFinalized",
+        EventReason::DatabaseFinalized,
         format!("No MariaDB object of either schema is left{left_alone}; releasing the finalizer"),
     )
 }
@@ -191,7 +190,7 @@ mod tests {
             held.children[0].stamped(&owner).expect("stamps")["spec"]["cleanupPolicy"],
             "Skip"
         );
-        assert_eq!(held.events[0].reason, "FinalizingDatabase");
+        assert_eq!(held.events[0].reason, EventReason::FinalizingDatabase);
         let terminating = plan(
             &example(),
             &Observed {
@@ -201,7 +200,7 @@ mod tests {
             &Resolved::default(),
         );
         assert_eq!(terminating.flow, Flow::Continue);
-        assert_eq!(terminating.events[0].reason, "DatabaseFinalized");
+        assert_eq!(terminating.events[0].reason, EventReason::DatabaseFinalized);
         let gone = plan(&example(), &Observed::default(), &Resolved::default());
         assert!(gone.removals.is_empty());
         assert_eq!(gone.flow, Flow::Continue);

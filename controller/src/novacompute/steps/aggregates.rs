@@ -10,6 +10,7 @@
 //! condition's precedence are one decision; split, the halves would share every private type.
 
 use nova_api::conditions::NovaComputeConditionType as C;
+use nova_api::events::EventReason;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
 
@@ -291,8 +292,9 @@ impl KeptAggregates {
         outcome: &Outcome,
         notes: Vec<EventNote>,
     ) -> Vec<EventNote> {
-        let (kept, mut others): (Vec<EventNote>, Vec<EventNote>) =
-            notes.into_iter().partition(|n| n.reason == "AggregateKept");
+        let (kept, mut others): (Vec<EventNote>, Vec<EventNote>) = notes
+            .into_iter()
+            .partition(|n| n.reason == EventReason::AggregateKept);
         if matches!(outcome, Outcome::Failed(_)) {
             return others;
         }
@@ -341,8 +343,7 @@ fn kept_notes(changes: &Changes) -> Vec<EventNote> {
         .kept
         .iter()
         .map(|(name, keys)| EventNote {
-            warning: true,
-            reason: "AggregateKept",
+ reason: EventReason::AggregateKept,
             note: format!(
                 "Kept empty host aggregate {name}: it carries metadata the operator did not set ({})",
                 keys.join(", ")
@@ -367,24 +368,20 @@ pub fn settle(
             ),
             None => format!("Created host aggregate {}", w.name),
         };
-        (w.name.as_str(), "AggregateCreated", note)
+        (w.name.as_str(), EventReason::AggregateCreated, note)
     });
     let deleted = changes.delete.iter().map(|a| {
         let note = format!(
             "Deleted host aggregate {}: no NovaCompute of Nova {nova} needs it",
             a.name
         );
-        (a.name.as_str(), "AggregateDeleted", note)
+        (a.name.as_str(), EventReason::AggregateDeleted, note)
     });
     for ((name, reason, note), answer) in created.chain(deleted).zip(answers) {
         match answer {
             Err(message) => return (Outcome::Failed(message.clone()), notes),
             Ok(Done::AggregateConcurrent) => return (Outcome::Concurrent(name.to_owned()), notes),
-            Ok(_) => notes.push(EventNote {
-                warning: false,
-                reason,
-                note,
-            }),
+            Ok(_) => notes.push(EventNote { reason, note }),
         }
     }
     (Outcome::Completed, notes)
@@ -718,15 +715,13 @@ mod tests {
     fn aggregate_kept_is_recorded_when_an_aggregate_starts_being_kept_not_while_it_stays() {
         let memo = KeptAggregates::default();
         let pool = || ("ns".to_owned(), "pool".to_owned());
-        let note = |warning, reason, text: &str| EventNote {
-            warning,
+        let note = |reason, text: &str| EventNote {
             reason,
             note: text.to_owned(),
         };
         let kept = |keys: &str| {
             note(
-                true,
-                "AggregateKept",
+                EventReason::AggregateKept,
                 &format!(
                     "Kept empty host aggregate z7: it carries metadata the operator did not set ({keys})"
                 ),
@@ -734,8 +729,7 @@ mod tests {
         };
         let deleted = || {
             note(
-                false,
-                "AggregateDeleted",
+                EventReason::AggregateDeleted,
                 "Deleted host aggregate z1: no NovaCompute of Nova nova needs it",
             )
         };

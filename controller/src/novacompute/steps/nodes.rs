@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::core::ApiResource;
 use nova_api::conditions::{NovaComputeConditionType, Reason};
+use nova_api::events::EventReason;
 use nova_api::labels::{CUSTOM_TRAITS_ANNOTATION, ZONE};
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus};
 
@@ -303,8 +304,7 @@ pub fn plan(pool: &NovaCompute, observed: &Observed, _: &Resolved) -> NovaComput
     let mut plan = Plan::proceed();
     for (node, rival) in &conflicts {
         plan = plan.event(
-            true,
-            "NodeConflict",
+            EventReason::NodeConflict,
             format!("Node {node} is held by NovaCompute {rival}; this pool runs no pod on it"),
         );
     }
@@ -724,7 +724,7 @@ mod tests {
             conflicted.events[0].note,
             "Node n1 is held by NovaCompute pool-0; this pool runs no pod on it"
         );
-        assert!(conflicted.events[0].warning);
+        assert!(conflicted.events[0].reason.warning());
     }
 
     fn plan_for_conflict() -> NovaComputePlan {

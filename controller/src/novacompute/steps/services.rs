@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::core::ApiResource;
 use nova_api::conditions::NovaComputeConditionType as C;
+use nova_api::events::EventReason;
 use nova_api::labels::novacompute_selector;
 use nova_api::v1alpha1::NovaCompute;
 use std::collections::{BTreeMap, BTreeSet};
@@ -292,8 +293,7 @@ pub fn settle(pool: &Pool, listed: &Listed, answers: &[Result<Done, String>]) ->
                             entry.service_status = Some("disabled".to_owned());
                             entry.disabled_reason = Some(reason.clone());
                             out.events.push(EventNote {
-                                warning: false,
-                                reason: "ComputeServiceDisabled",
+                                reason: EventReason::ComputeServiceDisabled,
                                 note: format!(
                                     "Disabled the compute service of node {}: it left the pool",
                                     entry.name
@@ -334,8 +334,7 @@ pub fn settle(pool: &Pool, listed: &Listed, answers: &[Result<Done, String>]) ->
                 Some(Ok(Done::Service(ServiceDeletion::Deleted))) => {
                     out.poll = out.poll.min(REQUEUE_COMPUTE_RELEASE_POLLING);
                     out.events.push(EventNote {
-                        warning: false,
-                        reason: "ComputeServiceDeleted",
+ reason: EventReason::ComputeServiceDeleted,
                         note: format!(
                             "Deleted the compute service of node {}; Nova dropped its host mapping with it",
                             entry.name

@@ -9,6 +9,7 @@
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::core::ApiResource;
+use nova_api::events::EventReason;
 use nova_api::labels::COMPUTE_CONFIG_MIRROR;
 use nova_api::names::NovaNames;
 use nova_api::v1alpha1::NovaCompute;
@@ -109,9 +110,7 @@ pub fn plan(pool: &NovaCompute, observed: &Observed, resolved: &Resolved) -> Nov
                 mirror.name.clone(),
                 mirror.uid.clone(),
             )
-            .event(
-                false,
-                "ComputeConfigMirrorReaped",
+            .event(EventReason::ComputeConfigMirrorReaped,
                 format!(
                     "Deleted the {} {}: no other NovaCompute of Nova {nova} uses it on this cluster",
                     mirror.what, mirror.name

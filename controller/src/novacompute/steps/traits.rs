@@ -10,6 +10,7 @@
 //! every branch the spec names; split, the halves would share every private type.
 
 use nova_api::conditions::NovaComputeConditionType as C;
+use nova_api::events::EventReason;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -171,12 +172,8 @@ pub struct Outcome {
     pub events: Vec<EventNote>,
 }
 
-fn event(reason: &'static str, note: String) -> EventNote {
-    EventNote {
-        warning: false,
-        reason,
-        note,
-    }
+fn event(reason: EventReason, note: String) -> EventNote {
+    EventNote { reason, note }
 }
 
 fn false_report(reason: Reason, message: String, error: Option<String>) -> Report {
@@ -348,7 +345,7 @@ pub fn settle(
                     outcome.created.sort();
                 }
                 outcome.events.push(event(
-                    "TraitCreated",
+                    EventReason::TraitCreated,
                     format!("Created custom trait {name} in Placement"),
                 ));
             }
@@ -382,7 +379,7 @@ pub fn settle(
             Disposition::Keep => {}
             Disposition::Handover(other) => drop(
                 &mut outcome,
-                "TraitKept",
+                EventReason::TraitKept,
                 format!("Kept custom trait {name}: NovaCompute {other} still declares it"),
             ),
             Disposition::WaitForCarrier => waiting.push(name),
@@ -390,7 +387,7 @@ pub fn settle(
                 Some(EffectOutcome::OpenStack(Ok(Done::TraitDeletion(TraitDeletion::Deleted)))) => {
                     drop(
                         &mut outcome,
-                        "TraitDeleted",
+                        EventReason::TraitDeleted,
                         format!(
                             "Deleted custom trait {name} from Placement: no NovaCompute of Nova {} declares it",
                             decision.nova
@@ -400,7 +397,7 @@ pub fn settle(
                 Some(EffectOutcome::OpenStack(Ok(Done::TraitDeletion(TraitDeletion::InUse)))) => {
                     drop(
                         &mut outcome,
-                        "TraitKept",
+                        EventReason::TraitKept,
                         format!(
                             "Kept custom trait {name}: Placement still associates it with a resource provider"
                         ),
@@ -994,7 +991,7 @@ mod tests {
             outcome
                 .events
                 .iter()
-                .map(|e| (e.reason, e.note.as_str()))
+                .map(|e| (e.reason.as_str(), e.note.as_str()))
                 .collect::<Vec<_>>(),
             [
                 (
