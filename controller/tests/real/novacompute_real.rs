@@ -31,10 +31,13 @@
 //!    dropped the hosts with their services.
 //!
 //! The Nova calls Keystone and Placement over https (issue 30): its `spec.keystoneEndpoint` is
-//! the shared Keystone's https listener, its `spec.region` the catalog region whose Keystone and
-//! Placement endpoints are https, and its `spec.tls` names the harness CA that issued their
-//! certificate. So nova-api validates every token over TLS, the nova-computes report to
-//! Placement over TLS, and the pools' own calls verify against the Nova's bundle.
+//! the shared Keystone's https listener, its Placement override the https Placement, and its
+//! `spec.tls` names the harness CA that issued their certificate. So every service-user login
+//! of nova-api (token validation included), the scheduler and the conductor goes to Keystone
+//! over TLS, nova-api, the scheduler and the nova-computes call Placement over TLS, and the
+//! pools' own calls verify against the Nova's bundle. (Token validation itself goes to the
+//! identity endpoint of the catalog, which names only the http listeners: one region, so that
+//! no client of the other tests picks an endpoint it has no CA for.)
 //!
 //! The node has no Open vSwitch, so its OVN chassis is simulated
 //! (`nova_test_harness::simulated::ovn_chassis`). The NovaCompute controller runs in-process
@@ -63,7 +66,7 @@ use nova_controller::openstack::{self as os_client, Credentials, Direct, Endpoin
 use nova_controller::sensitive::Sensitive;
 use nova_test_harness::images::{nova_compute_image, pinned};
 use nova_test_harness::node::NODE_NAME;
-use nova_test_harness::openstack::{OpenStack, TLS_REGION, keystone_tls_url};
+use nova_test_harness::openstack::{OpenStack, keystone_tls_url, placement_tls_url};
 use nova_test_harness::simulated;
 use nova_testkit::prelude::*;
 use nova_testkit::real::*;
@@ -121,8 +124,8 @@ fn nova_view(os: &OpenStack, ns: &str, routes: BTreeMap<String, SocketAddr>) -> 
         Endpoints {
             keystone: keystone_tls_url(),
             nova: format!("http://nova.{ns}.svc.cluster.local:8774"),
-            placement: None,
-            region: Some(TLS_REGION.to_owned()),
+            placement: Some(placement_tls_url()),
+            region: None,
         },
         Credentials {
             username: "nova".into(),
@@ -256,7 +259,7 @@ fn pool_nova(ns: &str, image: &str) -> Nova {
     let mut spec = serde_json::to_value(&nova.spec).expect("spec");
     spec["extraConfig"] = json!({"scheduler": {"discover_hosts_in_cells_interval": "-1"}});
     spec["keystoneEndpoint"] = json!(keystone_tls_url());
-    spec["region"] = json!(TLS_REGION);
+    spec["endpoints"] = json!({"placement": {"override": placement_tls_url()}});
     spec["tls"] = json!({"caBundleSecretRef": {"name": KEYSTONE_CA}});
     nova.spec = serde_json::from_value(spec).expect("spec");
     nova

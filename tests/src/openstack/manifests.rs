@@ -17,10 +17,6 @@ pub const MEMCACHED: &str = "openstack-memcached";
 pub const KEYSTONE: &str = "keystone";
 pub const PLACEMENT: &str = "placement";
 
-/// The catalog region whose Keystone and Placement are served over https by a CA the harness
-/// makes (RegionOne has the same services over http): a Nova with `spec.region` set to it and
-/// its `spec.tls` bundle calls them over TLS.
-pub const TLS_REGION: &str = "RegionTLS";
 /// The Secret of the https listeners' certificate (`tls.crt`, `tls.key`) and its CA (`ca.crt`).
 pub const TLS_SECRET: &str = "openstack-tls";
 
@@ -39,9 +35,16 @@ pub fn keystone_url() -> String {
     format!("{}/v3", service_url(KEYSTONE, Ports::KEYSTONE))
 }
 
-/// The Keystone v3 endpoint over https, in [`TLS_REGION`].
+/// The Keystone v3 endpoint over https. The catalog names only the http listeners (one region,
+/// so no client picks an https endpoint it has no CA for): a Nova calls the https ones through
+/// `spec.keystoneEndpoint` and `spec.endpoints.placement.override`, with `spec.tls`.
 pub fn keystone_tls_url() -> String {
     format!("{}/v3", service_tls_url(KEYSTONE, Ports::KEYSTONE_TLS))
+}
+
+/// The Placement root over https.
+pub fn placement_tls_url() -> String {
+    service_tls_url(PLACEMENT, Ports::PLACEMENT_TLS)
 }
 
 /// The names the https listeners' certificate is issued for.
@@ -363,7 +366,7 @@ fn wsgi_pod(
             "readinessProbe": tcp_ready(listeners.http),
             "volumeMounts": mounts
         }, {
-            // One process: only the Novas of TLS_REGION call it.
+            // One process: only the Novas with spec.tls call it.
             "name": format!("{name}-tls"), "image": image, "imagePullPolicy": "Never",
             "command": gunicorn(listeners.https, 1, Some(TLS_DIR)),
             "env": [{ "name": "WSGI_MODULE", "value": module }],

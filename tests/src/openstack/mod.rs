@@ -27,8 +27,8 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 pub use manifests::{
-    KEYSTONE, MARIADB, MEMCACHED, NAMESPACE, PLACEMENT, RABBITMQ, TLS_REGION, TLS_SECRET,
-    keystone_tls_url, keystone_url, service_tls_url, service_url,
+    KEYSTONE, MARIADB, MEMCACHED, NAMESPACE, PLACEMENT, RABBITMQ, TLS_SECRET, keystone_tls_url,
+    keystone_url, placement_tls_url, service_tls_url, service_url,
 };
 pub use stub::{GLANCE_PORT, NEUTRON_PORT, STUB};
 
@@ -48,9 +48,9 @@ impl Ports {
     pub const MEMCACHED: u16 = 11211;
     pub const KEYSTONE: u16 = 5000;
     pub const PLACEMENT: u16 = 8778;
-    /// Keystone's https listener (catalog region [`TLS_REGION`]).
+    /// Keystone's https listener.
     pub const KEYSTONE_TLS: u16 = 5443;
-    /// Placement's https listener (catalog region [`TLS_REGION`]).
+    /// Placement's https listener.
     pub const PLACEMENT_TLS: u16 = 8443;
 }
 
@@ -198,7 +198,7 @@ impl OpenStack {
         &self.release
     }
 
-    /// The PEM CA that issued the https listeners' certificate (region [`TLS_REGION`]).
+    /// The PEM CA that issued the https listeners' certificate.
     pub fn tls_ca_pem(&self) -> &str {
         &self.tls.ca_pem
     }
@@ -392,9 +392,7 @@ impl OpenStack {
     }
 
     /// The `service` project, the `service` role, users `nova` and `placement` with roles admin
-    /// and service there, region [`TLS_REGION`] with Keystone's https endpoints, and the
-    /// placement catalog entry in both regions (http in RegionOne, https in [`TLS_REGION`]),
-    /// over Keystone's REST API.
+    /// and service there, and the placement catalog entry, over Keystone's REST API.
     async fn register_keystone_basics(&self) -> Result<()> {
         let keystone = self.endpoint(KEYSTONE, Ports::KEYSTONE).await?;
         let token = retry_until(Duration::from_secs(60), || self.admin_token()).await?;
@@ -454,43 +452,17 @@ impl OpenStack {
                 .await?;
             }
         }
-        call(
-            "POST",
-            "/v3/regions".into(),
-            json!({ "region": { "id": TLS_REGION } }),
-        )
-        .await?;
-        // Keystone's bootstrap registered its http endpoints in RegionOne.
-        let identity = find("/v3/services?type=identity".into(), "services").await?;
-        self.add_endpoints(&identity, TLS_REGION, &keystone_tls_url())
-            .await?;
-        let placement = self.catalog_service("placement", "placement").await?;
-        self.add_endpoints(
-            &placement,
-            "RegionOne",
+        self.register_endpoint(
+            "placement",
+            "placement",
             &service_url(PLACEMENT, Ports::PLACEMENT),
-        )
-        .await?;
-        self.add_endpoints(
-            &placement,
-            TLS_REGION,
-            &service_tls_url(PLACEMENT, Ports::PLACEMENT_TLS),
         )
         .await
     }
 
     /// Adds a catalog service of `service_type` with public, internal and admin endpoints at
-    /// `url` in RegionOne and [`TLS_REGION`] (e.g. `compute` at a test's nova-api Service URL).
+    /// `url` in RegionOne (e.g. `compute` at a test's nova-api Service URL).
     pub async fn register_endpoint(&self, service_type: &str, name: &str, url: &str) -> Result<()> {
-        let id = self.catalog_service(service_type, name).await?;
-        for region in ["RegionOne", TLS_REGION] {
-            self.add_endpoints(&id, region, url).await?;
-        }
-        Ok(())
-    }
-
-    /// Creates a catalog service; returns its id.
-    async fn catalog_service(&self, service_type: &str, name: &str) -> Result<String> {
         let keystone = self.endpoint(KEYSTONE, Ports::KEYSTONE).await?;
         let token = self.admin_token().await?;
         let auth = [("X-Auth-Token", token.as_str())];
@@ -502,7 +474,7 @@ impl OpenStack {
             Some(&json!({ "service": { "type": service_type, "name": name } })),
         )
         .await?;
-        created.json()?["service"]["id"]
+        let id = created.json()?["service"]["id"]
             .as_str()
             .map(str::to_owned)
             .ok_or_else(|| {
@@ -510,21 +482,14 @@ impl OpenStack {
                     "registering an endpoint",
                     format!("POST /v3/services answered {}", created.status),
                 )
-            })
-    }
-
-    /// Adds the public, internal and admin endpoints of service `id` at `url` in `region`.
-    async fn add_endpoints(&self, id: &str, region: &str, url: &str) -> Result<()> {
-        let keystone = self.endpoint(KEYSTONE, Ports::KEYSTONE).await?;
-        let token = self.admin_token().await?;
-        let auth = [("X-Auth-Token", token.as_str())];
+            })?;
         for interface in ["public", "internal", "admin"] {
             let r = http::request(
                 keystone,
                 "POST",
                 "/v3/endpoints",
                 &auth,
-                Some(&json!({ "endpoint": { "service_id": id, "interface": interface, "url": url, "region_id": region } })),
+                Some(&json!({ "endpoint": { "service_id": id, "interface": interface, "url": url, "region_id": "RegionOne" } })),
             )
             .await?;
             if r.status != 201 {
