@@ -118,7 +118,9 @@ fn the_fragments_leave_out_what_a_compute_must_not_read() {
             value(&text, "oslo_messaging_rabbit", "ssl_ca_file").as_deref(),
             Some("/etc/nova/compute-config/ca.crt")
         );
-        for (section, key) in ENDPOINT_CA_KEYS {
+        let owned = endpoint_ca_keys();
+        assert_eq!(owned.len(), 7, "{owned:?}");
+        for (section, key) in owned {
             assert_eq!(
                 value(&text, section, key).as_deref(),
                 Some("/etc/nova/compute-config/endpoint-ca.crt"),
@@ -128,17 +130,15 @@ fn the_fragments_leave_out_what_a_compute_must_not_read() {
     }
 }
 
-/// Where spec.tls's bundle is named: keystoneauth's cafile, castellan's verify_ssl_path.
-const ENDPOINT_CA_KEYS: [(&str, &str); 7] = [
-    ("keystone_authtoken", "cafile"),
-    ("service_user", "cafile"),
-    ("placement", "cafile"),
-    ("neutron", "cafile"),
-    ("glance", "cafile"),
-    ("cinder", "cafile"),
-    ("barbican", "verify_ssl_path"),
-];
-
+/// Where spec.tls's bundle is named (keystoneauth's cafile, castellan's verify_ssl_path): the
+/// keys the owned-key registry gives to spec.tls, so the renderer sets exactly what admission
+/// guards.
+fn endpoint_ca_keys() -> Vec<(&'static str, &'static str)> {
+    nova_api::owned_keys::nova()
+        .filter(|o| o.owned_by == "spec.tls.caBundleSecretRef")
+        .map(|o| (o.section, o.key))
+        .collect()
+}
 #[test]
 fn every_fragment_section_is_the_one_nova_conf_carries_minus_the_left_out_keys() {
     // Same helpers, same bytes: each in-cluster fragment section equals nova.conf's section
@@ -153,7 +153,7 @@ fn every_fragment_section_is_the_one_nova_conf_carries_minus_the_left_out_keys()
         let theirs = value(conf, &section, &key);
         if (section.as_str(), key.as_str()) == ("oslo_messaging_rabbit", "ssl_ca_file") {
             assert_eq!(theirs.as_deref(), Some("/etc/rabbitmq-ca/ca.crt"));
-        } else if ENDPOINT_CA_KEYS.contains(&(section.as_str(), key.as_str())) {
+        } else if endpoint_ca_keys().contains(&(section.as_str(), key.as_str())) {
             assert_eq!(theirs.as_deref(), Some("/etc/openstack-ca/ca.crt"));
         } else {
             assert_eq!(ours, theirs, "[{section}] {key}");
