@@ -98,9 +98,11 @@ pub fn pod_metadata(
     }
 }
 
-/// `spec.imagePullSecrets`, as a pod spec takes them (left out when none are named).
-pub fn image_pull_secrets(spec: &NovaSpec) -> Option<Vec<LocalObjectReference>> {
-    spec.image_pull_secrets.clone().filter(|s| !s.is_empty())
+/// A CR's `spec.imagePullSecrets`, as a pod spec takes them (left out when none are named).
+pub fn image_pull_secrets(
+    named: Option<&[LocalObjectReference]>,
+) -> Option<Vec<LocalObjectReference>> {
+    named.filter(|s| !s.is_empty()).map(<[_]>::to_vec)
 }
 
 /// The credential digests stamped on pod templates; an empty one is not stamped.

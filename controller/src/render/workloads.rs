@@ -242,7 +242,7 @@ pub fn pod_template(inputs: &PodInputs<'_>, role: Role) -> PodTemplateSpec {
         )),
         spec: Some(PodSpec {
             containers: vec![workload_container(inputs, role)],
-            image_pull_secrets: pod::image_pull_secrets(spec),
+            image_pull_secrets: pod::image_pull_secrets(spec.image_pull_secrets.as_deref()),
             volumes: Some(pod::volumes(inputs, role)),
             security_context: Some(pod::pod_security_context()),
             termination_grace_period_seconds: Some(role.grace_seconds(spec)),
