@@ -425,6 +425,8 @@ mod tests {
             },
             image_pull_secrets: None,
             pod_metadata: None,
+            extra_volumes: None,
+            extra_volume_mounts: None,
             api_database: db("nova_api"),
             database: db("nova"),
             cache: CacheSpec {

@@ -12,3 +12,4 @@ pub mod names;
 pub mod owned_keys;
 pub mod reference;
 pub mod v1alpha1;
+pub mod volumes;

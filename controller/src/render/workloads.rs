@@ -403,3 +403,15 @@ pub fn api_pdb(name: &str, spec: &NovaSpec) -> PodDisruptionBudget {
 pub fn api_service_url(name: &str, namespace: &str) -> String {
     format!("http://{name}.{namespace}.svc.cluster.local:{API_PORT}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_image_paths_the_processes_run_from_are_off_limits_to_extra_mounts() {
+        for path in [API_PASTE_INI, super::super::paths::NOVNC_WEB] {
+            assert!(nova_api::volumes::operator_path(path).is_some(), "{path}");
+        }
+    }
+}
