@@ -12,6 +12,7 @@ pub mod extra_volumes;
 pub mod nova;
 pub mod novacompute;
 pub mod pod_metadata;
+pub mod probes;
 pub mod quantity;
 pub mod urls;
 

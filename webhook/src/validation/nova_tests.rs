@@ -2006,6 +2006,85 @@ fn pull_secrets_and_pod_metadata_follow_the_api_servers_grammar_and_leave_the_op
     ]);
 }
 
+fn timing(
+    f: impl FnOnce(&mut nova_api::v1alpha1::ProbeTimingSpec),
+) -> Option<nova_api::v1alpha1::ProbeTimingSpec> {
+    let mut t = nova_api::v1alpha1::ProbeTimingSpec::default();
+    f(&mut t);
+    Some(t)
+}
+
+fn probes(d: &mut DeploymentSpec) -> &mut nova_api::v1alpha1::ProbesSpec {
+    d.probes.get_or_insert_with(Default::default)
+}
+
+#[test]
+fn probe_timing_stays_in_the_api_servers_bounds_on_the_probes_a_workload_runs() {
+    check_cases(&[
+        Case {
+            name: "slower liveness and startup on the API, a slower readiness on the scheduler",
+            edit: |n| {
+                let p = probes(api(n));
+                p.liveness = timing(|t| {
+                    t.period_seconds = Some(20);
+                    t.failure_threshold = Some(6);
+                    t.success_threshold = Some(1);
+                });
+                p.startup = timing(|t| t.initial_delay_seconds = Some(0));
+                probes(scheduler(n)).readiness = timing(|t| {
+                    t.timeout_seconds = Some(10);
+                    t.success_threshold = Some(2);
+                });
+            },
+            want: &[],
+        },
+        Case {
+            name: "zeroes and negatives",
+            edit: |n| {
+                probes(api(n)).liveness = timing(|t| {
+                    t.initial_delay_seconds = Some(-1);
+                    t.period_seconds = Some(0);
+                    t.timeout_seconds = Some(0);
+                    t.failure_threshold = Some(0);
+                    t.success_threshold = Some(0);
+                });
+            },
+            want: &[
+                "spec.api.deployment.probes.liveness.initialDelaySeconds: Invalid value: -1: must be greater than or equal to 0",
+                "spec.api.deployment.probes.liveness.periodSeconds: Invalid value: 0: must be greater than or equal to 1",
+                "spec.api.deployment.probes.liveness.timeoutSeconds: Invalid value: 0: must be greater than or equal to 1",
+                "spec.api.deployment.probes.liveness.failureThreshold: Invalid value: 0: must be greater than or equal to 1",
+                "spec.api.deployment.probes.liveness.successThreshold: Invalid value: 0: must be greater than or equal to 1",
+            ],
+        },
+        Case {
+            name: "successThreshold above 1 on liveness and startup",
+            edit: |n| {
+                let p = probes(metadata(n));
+                p.liveness = timing(|t| t.success_threshold = Some(2));
+                p.readiness = timing(|t| t.success_threshold = Some(2));
+                p.startup = timing(|t| t.success_threshold = Some(3));
+            },
+            want: &[
+                "spec.metadata.deployment.probes.liveness.successThreshold: Invalid value: 2: must be 1",
+                "spec.metadata.deployment.probes.startup.successThreshold: Invalid value: 3: must be 1",
+            ],
+        },
+        Case {
+            name: "liveness and startup on a bus workload",
+            edit: |n| {
+                let p = probes(scheduler(n));
+                p.liveness = timing(|t| t.period_seconds = Some(0));
+                p.startup = timing(|t| t.period_seconds = Some(5));
+            },
+            want: &[
+                "spec.scheduler.deployment.probes.liveness: Forbidden: the scheduler runs no liveness probe: a broker outage must not restart it",
+                "spec.scheduler.deployment.probes.startup: Forbidden: the scheduler runs no startup probe: a broker outage must not restart it",
+            ],
+        },
+    ]);
+}
+
 fn secret_volume(name: &str) -> k8s_openapi::api::core::v1::Volume {
     k8s_openapi::api::core::v1::Volume {
         name: name.into(),
