@@ -10,6 +10,7 @@
 use serde::Serialize;
 
 use crate::effective::secret_keys;
+use crate::labels::component;
 use crate::v1alpha1::{
     DEFAULT_CACHE_BACKEND, DatabaseSpec, DatabaseTLSMode, DeploymentSpec, LogFormat, LogLevel,
     LoggingSpec, NovaAPISpec, NovaComputeSpec, NovaConductorSpec, NovaConsoleProxySpec,
@@ -32,6 +33,10 @@ pub const RPC_DRAIN_GRACE_SECONDS: i64 = 200;
 /// The preStop sleep of a deployment block that names none (0 disables the hook), resolved at
 /// render time like [`DEFAULT_GRACE_SECONDS`].
 pub const DEFAULT_PRE_STOP_SECONDS: i64 = 5;
+/// The components whose pods run a readiness probe only (a held broker connection): a broker
+/// outage must not restart them, so they run no liveness probe and no startup probe to gate
+/// one. A deployment block's `probes` may time only the probes its pods run.
+pub const READINESS_ONLY: [&str; 2] = [component::SCHEDULER, component::CONDUCTOR];
 /// The scheduler's and conductor's worker count per pod.
 pub const DEFAULT_WORKERS: i32 = 2;
 /// uWSGI processes per pod.
@@ -425,6 +430,8 @@ mod tests {
             },
             image_pull_secrets: None,
             pod_metadata: None,
+            extra_volumes: None,
+            extra_volume_mounts: None,
             api_database: db("nova_api"),
             database: db("nova"),
             cache: CacheSpec {

@@ -13,3 +13,4 @@ pub mod names;
 pub mod owned_keys;
 pub mod reference;
 pub mod v1alpha1;
+pub mod volumes;

@@ -11,6 +11,9 @@ const DNS1123_SUBDOMAIN_FMT: &str =
     r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const DNS1123_SUBDOMAIN_ERR: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
 const DNS1123_SUBDOMAIN_MAX: usize = 253;
+const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+const DNS1123_LABEL_ERR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+const DNS1123_LABEL_MAX: usize = 63;
 
 fn max_len_error(n: usize) -> String {
     format!("must be no more than {n} bytes")
@@ -70,6 +73,22 @@ pub fn dns1123_subdomain(value: &str) -> Vec<String> {
             DNS1123_SUBDOMAIN_ERR,
             DNS1123_SUBDOMAIN_FMT,
             &["example.com"],
+        ));
+    }
+    errs
+}
+
+/// `IsDNS1123Label`.
+pub fn dns1123_label(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > DNS1123_LABEL_MAX {
+        errs.push(max_len_error(DNS1123_LABEL_MAX));
+    }
+    if !is_dns1123_label(value) {
+        errs.push(regex_error(
+            DNS1123_LABEL_ERR,
+            DNS1123_LABEL_FMT,
+            &["my-name", "123-abc"],
         ));
     }
     errs
@@ -178,6 +197,21 @@ mod tests {
         );
         assert_eq!(
             label_value(&"a".repeat(64)),
+            vec!["must be no more than 63 bytes"]
+        );
+    }
+
+    #[test]
+    fn labels() {
+        assert!(dns1123_label("ca-bundle").is_empty());
+        assert_eq!(
+            dns1123_label("ca.bundle"),
+            vec![
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+            ]
+        );
+        assert_eq!(
+            dns1123_label(&"a".repeat(64)),
             vec!["must be no more than 63 bytes"]
         );
     }

@@ -37,6 +37,7 @@ pub fn pool_cr(name: &str, deleting: bool, nodes: Vec<NovaComputeNodeStatus>) ->
             node_selector: BTreeMap::from([("pool".to_owned(), name.to_owned())]),
             tolerations: None,
             image: None,
+            image_pull_secrets: None,
             libvirt: None,
             update_strategy: None,
             resources: None,

@@ -25,7 +25,9 @@ use nova_api::v1alpha1::{ImageSpec, NovaComputeSpec, UpdateStrategyType};
 
 use super::contract_keys as keys;
 use super::paths::{COMPUTE_CONFIG_DIR, STATE_PATH};
-use super::pod::{TMP_DIR, container_security_context, from_secret, resources_defaulted};
+use super::pod::{
+    TMP_DIR, container_security_context, from_secret, image_pull_secrets, resources_defaulted,
+};
 
 /// The pod-template annotation carrying the contract digest (the reference's spelling).
 pub const COMPUTE_CONFIG_HASH: &str = "nova.openstack.c5c3.io/compute-config-hash";
@@ -392,6 +394,7 @@ pub fn daemonset(inputs: &PoolInputs<'_>) -> DaemonSet {
                     containers: vec![nova_compute],
                     dns_policy: Some("ClusterFirstWithHostNet".to_owned()),
                     host_network: Some(true),
+                    image_pull_secrets: image_pull_secrets(spec.image_pull_secrets.as_deref()),
                     init_containers: Some(vec![create_instances_dir, wait_for_chassis]),
                     // No fsGroup: it would be applied to the host directories.
                     security_context: Some(PodSecurityContext {
@@ -485,7 +488,7 @@ mod tests {
     }
 
     #[test]
-    fn the_spec_shapes_strategy_resources_tolerations_and_image() {
+    fn the_spec_shapes_strategy_resources_tolerations_image_and_pull_secrets() {
         let spec = spec(json!({
             "updateStrategy": {"type": "RollingUpdate", "maxUnavailable": "25%"},
             "resources": {"requests": {"cpu": "0"}, "limits": {"hugepages-2Mi": "1Gi"}},
@@ -508,6 +511,18 @@ mod tests {
             "a named zero is kept; memory still defaults"
         );
         assert_eq!(pod["tolerations"][0]["key"], "dedicated");
+        assert!(
+            pod.get("imagePullSecrets").is_none(),
+            "none named, none set"
+        );
+        let pulled = rendered(
+            &self::spec(json!({"imagePullSecrets": [{"name": "registry"}]})),
+            &tagged(),
+        );
+        assert_eq!(
+            pulled["spec"]["template"]["spec"]["imagePullSecrets"],
+            json!([{"name": "registry"}])
+        );
         assert_eq!(pod["containers"][0]["imagePullPolicy"], "IfNotPresent");
         assert!(
             pod["containers"][0]["image"]

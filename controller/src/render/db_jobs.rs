@@ -113,7 +113,7 @@ pub fn pod_template(
         spec: Some(PodSpec {
             restart_policy: Some(restart_policy.to_owned()),
             containers: vec![container],
-            image_pull_secrets: pod::image_pull_secrets(inputs.spec),
+            image_pull_secrets: pod::image_pull_secrets(inputs.spec.image_pull_secrets.as_deref()),
             volumes: Some(pod::volumes(inputs, Role::Job)),
             security_context: Some(pod::pod_security_context()),
             node_selector: placement.node_selector,

@@ -98,9 +98,22 @@ pub fn pod_metadata(
     }
 }
 
-/// `spec.imagePullSecrets`, as a pod spec takes them (left out when none are named).
-pub fn image_pull_secrets(spec: &NovaSpec) -> Option<Vec<LocalObjectReference>> {
-    spec.image_pull_secrets.clone().filter(|s| !s.is_empty())
+/// A CR's `spec.imagePullSecrets`, as a pod spec takes them (left out when none are named).
+pub fn image_pull_secrets(
+    named: Option<&[LocalObjectReference]>,
+) -> Option<Vec<LocalObjectReference>> {
+    named.filter(|s| !s.is_empty()).map(<[_]>::to_vec)
+}
+
+/// `spec.extraVolumes`, after the operator's volumes in every pod the Nova runs.
+fn extra_volumes(spec: &NovaSpec) -> impl Iterator<Item = Volume> + '_ {
+    spec.extra_volumes.iter().flatten().cloned()
+}
+
+/// `spec.extraVolumeMounts`, after the operator's mounts in every nova container. The webhook
+/// keeps them off the operator's volume names and paths.
+fn extra_volume_mounts(spec: &NovaSpec) -> impl Iterator<Item = VolumeMount> + '_ {
+    spec.extra_volume_mounts.iter().flatten().cloned()
 }
 
 /// The credential digests stamped on pod templates; an empty one is not stamped.
@@ -825,15 +838,25 @@ pub fn container(
         image_pull_policy: Some(inputs.spec.image.pull_policy().to_owned()),
         command: Some(command),
         env: Some(env),
-        volume_mounts: Some(mounts(inputs, role).into_iter().map(|m| m.mount).collect()),
+        volume_mounts: Some(
+            mounts(inputs, role)
+                .into_iter()
+                .map(|m| m.mount)
+                .chain(extra_volume_mounts(inputs.spec))
+                .collect(),
+        ),
         security_context: Some(container_security_context()),
         ..Default::default()
     }
 }
 
-/// The pod volumes of `role`, in the order [`mounts`] gives them.
+/// The pod volumes of `role`, in the order [`mounts`] gives them, then `spec.extraVolumes`.
 pub fn volumes(inputs: &PodInputs<'_>, role: Role) -> Vec<Volume> {
-    mounts(inputs, role).into_iter().map(|m| m.volume).collect()
+    mounts(inputs, role)
+        .into_iter()
+        .map(|m| m.volume)
+        .chain(extra_volumes(inputs.spec))
+        .collect()
 }
 
 #[cfg(test)]
@@ -968,6 +991,70 @@ mod tests {
                     .is_some_and(|s| s.image_pull_secrets.is_none()),
                 "none named, none set: an unchanged Nova's templates stay byte-identical"
             );
+        }
+    }
+
+    #[test]
+    fn every_nova_container_mounts_the_extra_volumes_after_the_operators() {
+        let mut spec = example().spec;
+        spec.extra_volumes = Some(vec![Volume {
+            name: "corporate-ca".into(),
+            secret: Some(k8s_openapi::api::core::v1::SecretVolumeSource {
+                secret_name: Some("corporate-ca".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }]);
+        spec.extra_volume_mounts = Some(vec![VolumeMount {
+            name: "corporate-ca".into(),
+            mount_path: "/etc/ssl/corporate-ca".into(),
+            read_only: Some(true),
+            ..Default::default()
+        }]);
+        for role in Role::WORKLOADS.into_iter().chain([Role::Job]) {
+            let (volumes, container) = with(&spec, &digests(), |i| {
+                (volumes(i, role), container(i, role, Vec::new(), Vec::new()))
+            });
+            let operators = mount_paths(&spec, role).len();
+            assert_eq!(volumes.len(), operators + 1, "{role:?}");
+            assert_eq!(volumes[operators].name, "corporate-ca", "{role:?}");
+            let mounts = container.volume_mounts.unwrap_or_default();
+            assert_eq!(
+                mounts[operators..],
+                *spec.extra_volume_mounts.as_deref().unwrap_or_default(),
+                "{role:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_operators_volumes_and_paths_are_the_ones_the_webhook_reserves() {
+        let mut spec = example().spec;
+        spec.api_database.tls = tls(DatabaseTLSMode::VerifyFull, "api-ca", "api-cert");
+        spec.database.tls = tls(DatabaseTLSMode::Require, "cell-ca", "cell-cert");
+        spec.messaging.tls = Some(MessagingTLSSpec {
+            ca_bundle_secret_ref: SecretRefSpec {
+                name: "bus-ca".into(),
+                key: None,
+            },
+        });
+        spec.tls = Some(nova_api::v1alpha1::NovaTLSSpec {
+            ca_bundle_secret_ref: SecretRefSpec {
+                name: "keystone-ca".into(),
+                key: None,
+            },
+        });
+        for role in Role::WORKLOADS.into_iter().chain([Role::Job]) {
+            for (name, path) in mount_paths(&spec, role) {
+                assert!(
+                    nova_api::volumes::OPERATOR_VOLUMES.contains(&name.as_str()),
+                    "{role:?}: volume {name} is missing from nova_api::volumes::OPERATOR_VOLUMES"
+                );
+                assert!(
+                    nova_api::volumes::operator_path(&path).is_some(),
+                    "{role:?}: {path} is under none of nova_api::volumes::OPERATOR_PATHS"
+                );
+            }
         }
     }
 

@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use nova_api::defaults::{DEFAULT_UWSGI_PROCESSES, DEFAULT_UWSGI_THREADS};
 use nova_api::labels;
-use nova_api::v1alpha1::NovaSpec;
+use nova_api::v1alpha1::{NovaSpec, ProbeTimingSpec};
 
 use super::paths::{CONFIG_DIR, NOVNCPROXY_PORT};
 use super::pod::{self, PodInputs, Role};
@@ -188,6 +188,20 @@ fn probes(role: Role) -> (Option<Probe>, Option<Probe>, Option<Probe>) {
     }
 }
 
+/// A rendered probe under a deployment block's timing overrides: each field set replaces the
+/// operator's value, the handler stays.
+fn timed(probe: Option<Probe>, timing: Option<&ProbeTimingSpec>) -> Option<Probe> {
+    let mut probe = probe?;
+    if let Some(t) = timing {
+        probe.initial_delay_seconds = t.initial_delay_seconds.or(probe.initial_delay_seconds);
+        probe.period_seconds = t.period_seconds.or(probe.period_seconds);
+        probe.timeout_seconds = t.timeout_seconds.or(probe.timeout_seconds);
+        probe.failure_threshold = t.failure_threshold.or(probe.failure_threshold);
+        probe.success_threshold = t.success_threshold.or(probe.success_threshold);
+    }
+    Some(probe)
+}
+
 /// The container of a long-running role.
 pub fn workload_container(inputs: &PodInputs<'_>, role: Role) -> Container {
     let spec = inputs.spec;
@@ -196,6 +210,7 @@ pub fn workload_container(inputs: &PodInputs<'_>, role: Role) -> Container {
         _ => (console_script_command(role), Vec::new()),
     };
     let (startup, readiness, liveness) = probes(role);
+    let timing = role.deployment(spec).and_then(|d| d.probes.as_ref());
     Container {
         ports: port(role).map(|p| {
             vec![ContainerPort {
@@ -207,9 +222,9 @@ pub fn workload_container(inputs: &PodInputs<'_>, role: Role) -> Container {
         }),
         resources: Some(pod::role_resources(spec, role)),
         lifecycle: pod::pre_stop(role.deployment(spec)),
-        startup_probe: startup,
-        readiness_probe: readiness,
-        liveness_probe: liveness,
+        startup_probe: timed(startup, timing.and_then(|t| t.startup.as_ref())),
+        readiness_probe: timed(readiness, timing.and_then(|t| t.readiness.as_ref())),
+        liveness_probe: timed(liveness, timing.and_then(|t| t.liveness.as_ref())),
         ..pod::container(inputs, role, command, extra_env)
     }
 }
@@ -242,7 +257,7 @@ pub fn pod_template(inputs: &PodInputs<'_>, role: Role) -> PodTemplateSpec {
         )),
         spec: Some(PodSpec {
             containers: vec![workload_container(inputs, role)],
-            image_pull_secrets: pod::image_pull_secrets(spec),
+            image_pull_secrets: pod::image_pull_secrets(spec.image_pull_secrets.as_deref()),
             volumes: Some(pod::volumes(inputs, role)),
             security_context: Some(pod::pod_security_context()),
             termination_grace_period_seconds: Some(role.grace_seconds(spec)),
@@ -402,4 +417,89 @@ pub fn api_pdb(name: &str, spec: &NovaSpec) -> PodDisruptionBudget {
 /// the health check probes.
 pub fn api_service_url(name: &str, namespace: &str) -> String {
     format!("http://{name}.{namespace}.svc.cluster.local:{API_PORT}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nova::fixtures::example;
+    use nova_api::defaults::READINESS_ONLY;
+    use nova_api::v1alpha1::{DeploymentSpec, NovaAPISpec, ProbesSpec};
+
+    #[test]
+    fn timing_overrides_replace_the_rendered_values_and_keep_the_handler() {
+        let timing = ProbeTimingSpec {
+            initial_delay_seconds: Some(5),
+            failure_threshold: Some(6),
+            ..Default::default()
+        };
+        let rendered = http_probe(API_PORT, 10, 3);
+        let probe = timed(Some(rendered.clone()), Some(&timing)).expect("a probe");
+        assert_eq!(
+            probe,
+            Probe {
+                initial_delay_seconds: Some(5),
+                failure_threshold: Some(6),
+                ..rendered.clone()
+            }
+        );
+        assert_eq!(timed(Some(rendered.clone()), None), Some(rendered));
+        assert_eq!(
+            timed(None, Some(&timing)),
+            None,
+            "no probe, nothing to time"
+        );
+
+        let mut spec = example().spec;
+        spec.api = Some(NovaAPISpec {
+            deployment: Some(DeploymentSpec {
+                probes: Some(ProbesSpec {
+                    liveness: Some(timing),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let digests = pod::Digests::default();
+        let container = workload_container(
+            &PodInputs {
+                name: "nova",
+                spec: &spec,
+                config_map: "nova-config",
+                digests: &digests,
+                installed_release: None,
+                broker_port: None,
+            },
+            Role::Api,
+        );
+        let liveness = container.liveness_probe.expect("liveness");
+        assert_eq!(
+            (liveness.initial_delay_seconds, liveness.period_seconds),
+            (Some(5), Some(10))
+        );
+        assert_eq!(
+            container.readiness_probe,
+            Some(http_probe(API_PORT, 5, 3)),
+            "the other probes keep the operator's timing"
+        );
+    }
+
+    #[test]
+    fn the_image_paths_the_processes_run_from_are_off_limits_to_extra_mounts() {
+        for path in [API_PASTE_INI, super::super::paths::NOVNC_WEB] {
+            assert!(nova_api::volumes::operator_path(path).is_some(), "{path}");
+        }
+    }
+
+    #[test]
+    fn the_roles_without_liveness_and_startup_probes_are_the_ones_the_webhook_knows() {
+        for role in Role::WORKLOADS {
+            let (startup, readiness, liveness) = probes(role);
+            let readiness_only = READINESS_ONLY.contains(&role.component().unwrap_or_default());
+            assert!(readiness.is_some(), "{role:?}");
+            assert_eq!(startup.is_none(), readiness_only, "{role:?}");
+            assert_eq!(liveness.is_none(), readiness_only, "{role:?}");
+        }
+    }
 }

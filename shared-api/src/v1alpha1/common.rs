@@ -384,6 +384,54 @@ pub struct DeploymentSpec {
     /// Opts the Deployment into a VerticalPodAutoscaler controlling its requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vertical_autoscaling: Option<VerticalAutoscalingSpec>,
+    /// Timing overrides of the probes the operator renders; their handlers stay the operator's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probes: Option<ProbesSpec>,
+}
+
+/// Timing overrides of a Deployment's probes, each merged over the rendered probe. The
+/// scheduler and conductor run a readiness probe only (a broker outage must not restart them).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbesSpec {
+    /// The liveness probe's timing; Kubernetes requires its successThreshold to be 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = ("!has(self.successThreshold) || self.successThreshold == 1", "liveness.successThreshold must be 1"))]
+    pub liveness: Option<ProbeTimingSpec>,
+    /// The readiness probe's timing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<ProbeTimingSpec>,
+    /// The startup probe's timing; Kubernetes requires its successThreshold to be 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = ("!has(self.successThreshold) || self.successThreshold == 1", "startup.successThreshold must be 1"))]
+    pub startup: Option<ProbeTimingSpec>,
+}
+
+/// When and how often one probe runs and how many results flip it; unset fields keep the
+/// operator's values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeTimingSpec {
+    /// Seconds after the container starts before the first probe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub initial_delay_seconds: Option<i32>,
+    /// Seconds between probes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub period_seconds: Option<i32>,
+    /// Seconds one probe may take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_seconds: Option<i32>,
+    /// Consecutive failures that fail the probe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub failure_threshold: Option<i32>,
+    /// Consecutive successes that pass a failed probe again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub success_threshold: Option<i32>,
 }
 
 /// The VerticalPodAutoscaler update mode.

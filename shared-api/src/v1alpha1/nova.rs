@@ -3,7 +3,7 @@
 use super::upstream::Upstream;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::LocalObjectReference;
+use k8s_openapi::api::core::v1::{LocalObjectReference, Volume, VolumeMount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -94,6 +94,18 @@ pub struct NovaSpec {
     /// agent's); the operator's own keys cannot be set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod_metadata: Option<PodMetadataSpec>,
+    /// Extra volumes on every pod the Nova runs (a CA bundle, a policy file), for
+    /// extraVolumeMounts; not the names of the operator's own volumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    #[schemars(with = "Upstream<Option<Vec<Volume>>>")]
+    pub extra_volumes: Option<Vec<Volume>>,
+    /// Mounts of extraVolumes into the nova container of every pod the Nova runs; not at or
+    /// under a directory the operator mounts or runs from (/etc/nova, /var/lib/nova, /tmp, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
+    #[schemars(with = "Upstream<Option<Vec<VolumeMount>>>")]
+    pub extra_volume_mounts: Option<Vec<VolumeMount>>,
     /// The nova_api schema connection; the schema name and the mode are immutable.
     #[x_kube(validation = ("self.database == oldSelf.database", "apiDatabase.database is immutable: the schema holds the cell map and every instance mapping"))]
     #[x_kube(validation = ("has(self.clusterRef) == has(oldSelf.clusterRef)", "apiDatabase mode (managed clusterRef vs brownfield host) is immutable"))]

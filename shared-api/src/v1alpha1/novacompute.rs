@@ -3,7 +3,7 @@
 use super::upstream::Upstream;
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
+use k8s_openapi::api::core::v1::{LocalObjectReference, ResourceRequirements, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{CustomResource, KubeSchema};
@@ -84,6 +84,12 @@ pub struct NovaComputeSpec {
     /// The nova-compute image; ghcr.io/c5c3/nova-compute at the Nova's installed release when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<ImageSpec>,
+    /// Secrets in the pool's namespace (on its target cluster, when it has one) holding the
+    /// registry credentials to pull the image; set on the DaemonSet's pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16))]
+    #[schemars(with = "Upstream<Option<Vec<LocalObjectReference>>>")]
+    pub image_pull_secrets: Option<Vec<LocalObjectReference>>,
     /// The [libvirt] tuning the pool renders.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("default" = {}))]

@@ -61,6 +61,8 @@ const LOGGER_LEVEL: &str = "per-logger level must be one of DEBUG, INFO, WARNING
 const KEEPALIVE: &str = "httpKeepAliveTimeout may only be set when httpKeepAlive is true";
 const PRESTOP: &str =
     "preStopSleepSeconds must be strictly less than terminationGracePeriodSeconds";
+const LIVENESS_SUCCESS: &str = "liveness.successThreshold must be 1";
+const STARTUP_SUCCESS: &str = "startup.successThreshold must be 1";
 const VPA_MIN: &str = "minAllowed may only name cpu and memory";
 const VPA_MAX: &str = "maxAllowed may only name cpu and memory";
 const NOVA_REF_IMMUTABLE: &str = "novaRef is immutable";
@@ -275,6 +277,13 @@ fn create_cases() -> Vec<Case> {
     add(reject(Nova, "spec.api.deployment: preStop 10 against grace period 10", nest("spec.api.deployment", json!({"terminationGracePeriodSeconds": 10, "preStopSleepSeconds": 10})), "spec.api.deployment", PRESTOP));
     add(accept(Nova, "spec.api.deployment: grace period 10 against the default preStop 5", nest("spec.api.deployment", json!({"terminationGracePeriodSeconds": 10}))));
     add(accept(Nova, "spec.api.deployment: preStop 0 (hook off) against grace period 10", nest("spec.api.deployment", json!({"terminationGracePeriodSeconds": 10, "preStopSleepSeconds": 0}))));
+    for path in NOVA_DEPLOYMENTS {
+        for (probe, message) in [("liveness", LIVENESS_SUCCESS), ("startup", STARTUP_SUCCESS)] {
+            let at = format!("{path}.probes.{probe}");
+            add(reject(Nova, &format!("{at}: successThreshold 2"), nest(&at, json!({"successThreshold": 2})), &at, message));
+            add(accept(Nova, &format!("{at}: successThreshold 1"), nest(&at, json!({"successThreshold": 1, "periodSeconds": 20}))));
+        }
+    }
     let vpa_paths = NOVA_DEPLOYMENTS
         .iter()
         .map(|d| (Nova, format!("{d}.verticalAutoscaling")))

@@ -12,7 +12,7 @@ use nova_api::v1alpha1::{
 use serde_json::Value;
 
 use super::common::floor;
-use super::{behavior, quantity};
+use super::{behavior, probes, quantity};
 use crate::field::{BadValue, FieldError, Path, Violations, go_quote};
 use crate::grammar;
 use crate::lookups::{Lookups, PriorityClassLookup};
@@ -103,6 +103,9 @@ pub fn deployment(cr_name: &str, block: &Block<'_>, lookups: &Lookups, errors: &
     placement(p, &d.placement, errors);
     if let Some(vpa) = &d.vertical_autoscaling {
         vertical_autoscaling(&p.child("verticalAutoscaling"), vpa, errors);
+    }
+    if let Some(timing) = &d.probes {
+        probes::rules(&p.child("probes"), timing, block.component, errors);
     }
 }
 

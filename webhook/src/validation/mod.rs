@@ -8,9 +8,11 @@ pub mod behavior;
 pub mod common;
 pub mod deployment;
 pub mod extra_config;
+pub mod extra_volumes;
 pub mod nova;
 pub mod novacompute;
 pub mod pod_metadata;
+pub mod probes;
 pub mod quantity;
 pub mod urls;
 

@@ -187,6 +187,7 @@ fn spec_rules(
     );
     common::image(&root.child("image"), &spec.image, errors);
     super::pod_metadata::rules(&root, spec, errors);
+    super::extra_volumes::rules(&root, spec, errors);
     database_rules(&root, spec, old, errors);
     common::cache(&root.child("cache"), &spec.cache, errors);
     common::messaging(&root.child("messaging"), &spec.messaging, errors);

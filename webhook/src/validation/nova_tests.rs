@@ -2024,3 +2024,215 @@ fn pull_secrets_and_pod_metadata_follow_the_api_servers_grammar_and_leave_the_op
         },
     ]);
 }
+
+fn timing(
+    f: impl FnOnce(&mut nova_api::v1alpha1::ProbeTimingSpec),
+) -> Option<nova_api::v1alpha1::ProbeTimingSpec> {
+    let mut t = nova_api::v1alpha1::ProbeTimingSpec::default();
+    f(&mut t);
+    Some(t)
+}
+
+fn probes(d: &mut DeploymentSpec) -> &mut nova_api::v1alpha1::ProbesSpec {
+    d.probes.get_or_insert_with(Default::default)
+}
+
+#[test]
+fn probe_timing_stays_in_the_api_servers_bounds_on_the_probes_a_workload_runs() {
+    check_cases(&[
+        Case {
+            name: "slower liveness and startup on the API, a slower readiness on the scheduler",
+            edit: |n| {
+                let p = probes(api(n));
+                p.liveness = timing(|t| {
+                    t.period_seconds = Some(20);
+                    t.failure_threshold = Some(6);
+                    t.success_threshold = Some(1);
+                });
+                p.startup = timing(|t| t.initial_delay_seconds = Some(0));
+                probes(scheduler(n)).readiness = timing(|t| {
+                    t.timeout_seconds = Some(10);
+                    t.success_threshold = Some(2);
+                });
+            },
+            want: &[],
+        },
+        Case {
+            name: "zeroes and negatives",
+            edit: |n| {
+                probes(api(n)).liveness = timing(|t| {
+                    t.initial_delay_seconds = Some(-1);
+                    t.period_seconds = Some(0);
+                    t.timeout_seconds = Some(0);
+                    t.failure_threshold = Some(0);
+                    t.success_threshold = Some(0);
+                });
+            },
+            want: &[
+                "spec.api.deployment.probes.liveness.initialDelaySeconds: Invalid value: -1: must be greater than or equal to 0",
+                "spec.api.deployment.probes.liveness.periodSeconds: Invalid value: 0: must be greater than or equal to 1",
+                "spec.api.deployment.probes.liveness.timeoutSeconds: Invalid value: 0: must be greater than or equal to 1",
+                "spec.api.deployment.probes.liveness.failureThreshold: Invalid value: 0: must be greater than or equal to 1",
+                "spec.api.deployment.probes.liveness.successThreshold: Invalid value: 0: must be greater than or equal to 1",
+            ],
+        },
+        Case {
+            name: "successThreshold above 1 on liveness and startup",
+            edit: |n| {
+                let p = probes(metadata(n));
+                p.liveness = timing(|t| t.success_threshold = Some(2));
+                p.readiness = timing(|t| t.success_threshold = Some(2));
+                p.startup = timing(|t| t.success_threshold = Some(3));
+            },
+            want: &[
+                "spec.metadata.deployment.probes.liveness.successThreshold: Invalid value: 2: must be 1",
+                "spec.metadata.deployment.probes.startup.successThreshold: Invalid value: 3: must be 1",
+            ],
+        },
+        Case {
+            name: "liveness and startup on a bus workload",
+            edit: |n| {
+                let p = probes(scheduler(n));
+                p.liveness = timing(|t| t.period_seconds = Some(0));
+                p.startup = timing(|t| t.period_seconds = Some(5));
+            },
+            want: &[
+                "spec.scheduler.deployment.probes.liveness: Forbidden: the scheduler runs no liveness probe: a broker outage must not restart it",
+                "spec.scheduler.deployment.probes.startup: Forbidden: the scheduler runs no startup probe: a broker outage must not restart it",
+            ],
+        },
+    ]);
+}
+
+fn secret_volume(name: &str) -> k8s_openapi::api::core::v1::Volume {
+    k8s_openapi::api::core::v1::Volume {
+        name: name.into(),
+        secret: Some(k8s_openapi::api::core::v1::SecretVolumeSource {
+            secret_name: Some(name.into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn mount(name: &str, path: &str) -> k8s_openapi::api::core::v1::VolumeMount {
+    k8s_openapi::api::core::v1::VolumeMount {
+        name: name.into(),
+        mount_path: path.into(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn extra_volumes_and_mounts_follow_the_api_servers_rules_and_leave_the_operators_alone() {
+    check_cases(&[
+        Case {
+            name: "a CA bundle and a policy file",
+            edit: |n| {
+                n.spec.extra_volumes = Some(vec![secret_volume("corporate-ca"), {
+                    let mut v = secret_volume("policy");
+                    v.secret = None;
+                    v.config_map = Some(k8s_openapi::api::core::v1::ConfigMapVolumeSource {
+                        name: "nova-policy".into(),
+                        ..Default::default()
+                    });
+                    v
+                }]);
+                n.spec.extra_volume_mounts = Some(vec![
+                    mount("corporate-ca", "/etc/ssl/corporate-ca"),
+                    mount("policy", "/etc/nova-policy"),
+                    mount("policy", "/etc/nova-policy-copy"),
+                ]);
+            },
+            want: &[],
+        },
+        Case {
+            name: "names: empty, bad grammar, the operator's, twice",
+            edit: |n| {
+                n.spec.extra_volumes = Some(vec![
+                    secret_volume(""),
+                    secret_volume("Corporate.CA"),
+                    secret_volume("config"),
+                    secret_volume("ca"),
+                    secret_volume("ca"),
+                ]);
+            },
+            want: &[
+                "spec.extraVolumes[0].name: Required value",
+                r#"spec.extraVolumes[1].name: Invalid value: "Corporate.CA": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"#,
+                r#"spec.extraVolumes[2].name: Invalid value: "config": the operator's own volume of this name is in every pod the Nova runs"#,
+                r#"spec.extraVolumes[4].name: Duplicate value: "ca""#,
+            ],
+        },
+        Case {
+            name: "types: none, two, one the restricted standard forbids",
+            edit: |n| {
+                let mut none = secret_volume("none");
+                none.secret = None;
+                let mut two = secret_volume("two");
+                two.empty_dir = Some(Default::default());
+                let mut host = secret_volume("host");
+                host.secret = None;
+                host.host_path = Some(k8s_openapi::api::core::v1::HostPathVolumeSource {
+                    path: "/".into(),
+                    type_: None,
+                });
+                n.spec.extra_volumes = Some(vec![none, two, host]);
+            },
+            want: &[
+                "spec.extraVolumes[0]: Required value: must specify a volume type",
+                "spec.extraVolumes[1].secret: Forbidden: may not specify more than 1 volume type",
+                "spec.extraVolumes[2].hostPath: Forbidden: the Nova's pods keep the restricted Pod Security Standard, which allows only configMap, csi, downwardAPI, emptyDir, ephemeral, persistentVolumeClaim, projected, secret volumes",
+            ],
+        },
+        Case {
+            name: "mounts: unknown or operator volume, paths of the operator, relative, repeated",
+            edit: |n| {
+                n.spec.extra_volumes = Some(vec![secret_volume("ca")]);
+                n.spec.extra_volume_mounts = Some(vec![
+                    mount("x", "/etc/x"),
+                    mount("config", "/etc/y"),
+                    mount("", "/etc/z"),
+                    mount("ca", "/etc/nova"),
+                    mount("ca", "/etc/nova-db-tls/api/extra"),
+                    mount("ca", "/var/lib/nova/../x"),
+                    mount("ca", "etc/relative"),
+                    mount("ca", "/etc/ca/"),
+                    mount("ca", "/etc//ca"),
+                    mount("ca", ""),
+                ]);
+            },
+            want: &[
+                r#"spec.extraVolumeMounts[0].name: Not found: "x""#,
+                r#"spec.extraVolumeMounts[1].name: Not found: "config""#,
+                "spec.extraVolumeMounts[2].name: Required value",
+                r#"spec.extraVolumeMounts[3].mountPath: Invalid value: "/etc/nova": must not be at or under /etc/nova, which the operator mounts or runs from"#,
+                r#"spec.extraVolumeMounts[4].mountPath: Invalid value: "/etc/nova-db-tls/api/extra": must not be at or under /etc/nova-db-tls, which the operator mounts or runs from"#,
+                r#"spec.extraVolumeMounts[5].mountPath: Invalid value: "/var/lib/nova/../x": must not contain '..'"#,
+                r#"spec.extraVolumeMounts[5].mountPath: Invalid value: "/var/lib/nova/../x": must not be at or under /var/lib/nova, which the operator mounts or runs from"#,
+                r#"spec.extraVolumeMounts[6].mountPath: Invalid value: "etc/relative": must be an absolute path"#,
+                r#"spec.extraVolumeMounts[8].mountPath: Invalid value: "/etc//ca": must be unique"#,
+                "spec.extraVolumeMounts[9].mountPath: Required value",
+            ],
+        },
+        Case {
+            name: "subPath and propagation",
+            edit: |n| {
+                n.spec.extra_volumes = Some(vec![secret_volume("ca")]);
+                let mut escaping = mount("ca", "/etc/a");
+                escaping.sub_path = Some("../x".into());
+                escaping.sub_path_expr = Some("$(POD_NAME)".into());
+                let mut absolute = mount("ca", "/etc/b");
+                absolute.sub_path = Some("/x".into());
+                absolute.mount_propagation = Some("Bidirectional".into());
+                n.spec.extra_volume_mounts = Some(vec![escaping, absolute]);
+            },
+            want: &[
+                r#"spec.extraVolumeMounts[0].subPath: Invalid value: "../x": must not contain '..'"#,
+                r#"spec.extraVolumeMounts[0].subPathExpr: Invalid value: "$(POD_NAME)": subPathExpr and subPath are mutually exclusive"#,
+                r#"spec.extraVolumeMounts[1].subPath: Invalid value: "/x": must be a relative path"#,
+                r#"spec.extraVolumeMounts[1].mountPropagation: Unsupported value: "Bidirectional": supported values: "HostToContainer", "None""#,
+            ],
+        },
+    ]);
+}

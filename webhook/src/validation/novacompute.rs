@@ -10,7 +10,7 @@ use nova_api::owned_keys::{self, OwnedKey};
 use nova_api::v1alpha1::{CpuMode, NovaCompute, NovaComputeSpec, UpdateStrategyType};
 use serde_json::Value;
 
-use super::{Operation, Outcome, common, deployment, extra_config};
+use super::{Operation, Outcome, common, deployment, extra_config, pod_metadata};
 use crate::field::{BadValue, FieldError, Path, Violations};
 use crate::grammar;
 use crate::lookups::NovaRelease;
@@ -118,6 +118,9 @@ fn spec_rules(spec: &NovaComputeSpec, errors: &mut Violations) {
     // Rules 7, 8.
     if let Some(image) = &spec.image {
         common::image(&root.child("image"), image, errors);
+    }
+    if let Some(secrets) = &spec.image_pull_secrets {
+        pod_metadata::pull_secrets(&root.child("imagePullSecrets"), secrets, "pool", errors);
     }
     // Rules 9–11.
     let selector_path = root.child("nodeSelector");

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::LocalObjectReference;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use nova_api::v1alpha1::{
     ImageSpec, NovaComputeHostTraits, NovaComputeLibvirtSpec, NovaComputeUpdateStrategy,
@@ -496,6 +497,36 @@ fn the_pool_quantities_parse() {
             },
             &[
                 "spec.verticalAutoscaling.minAllowed[memory]: Invalid value: \"1Qi\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+            ],
+        ),
+    ]);
+}
+
+#[test]
+fn the_pools_pull_secrets_follow_the_api_servers_grammar() {
+    check(&[
+        (
+            "a registry Secret",
+            |n| {
+                n.spec.image_pull_secrets = Some(vec![LocalObjectReference {
+                    name: "registry-credentials".into(),
+                }]);
+            },
+            &[],
+        ),
+        (
+            "empty and upper-case names",
+            |n| {
+                n.spec.image_pull_secrets = Some(vec![
+                    LocalObjectReference { name: "".into() },
+                    LocalObjectReference {
+                        name: "Registry".into(),
+                    },
+                ]);
+            },
+            &[
+                "spec.imagePullSecrets[0].name: Required value: the name of a Secret in the pool's namespace",
+                r#"spec.imagePullSecrets[1].name: Invalid value: "Registry": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"#,
             ],
         ),
     ]);

@@ -1,8 +1,9 @@
-//! `spec.imagePullSecrets` and `spec.podMetadata` of a Nova (issue 30, beyond the spec): the
-//! API server's grammar for Secret names and for label and annotation keys and values, checked
-//! here so a bad value is refused on the Nova rather than by every pod template the controller
-//! applies; and the operator's own keys (`nova_api::labels::POD_LABELS`, annotations under
-//! `POD_ANNOTATION_PREFIX`), which a Nova cannot set.
+//! `spec.imagePullSecrets` and `spec.podMetadata` of a Nova, and a NovaCompute's
+//! `spec.imagePullSecrets` (issue 30, beyond the spec): the API server's grammar for Secret
+//! names and for label and annotation keys and values, checked here so a bad value is refused
+//! on the CR rather than by every pod template the controller applies; and the operator's own
+//! keys (`nova_api::labels::POD_LABELS`, annotations under `POD_ANNOTATION_PREFIX`), which a
+//! Nova cannot set.
 
 use std::collections::BTreeMap;
 
@@ -16,7 +17,7 @@ use crate::grammar;
 /// Both fields of `spec`.
 pub fn rules(root: &Path, spec: &NovaSpec, errors: &mut Violations) {
     if let Some(secrets) = &spec.image_pull_secrets {
-        pull_secrets(&root.child("imagePullSecrets"), secrets, errors);
+        pull_secrets(&root.child("imagePullSecrets"), secrets, "Nova", errors);
     }
     let Some(metadata) = &spec.pod_metadata else {
         return;
@@ -30,14 +31,21 @@ pub fn rules(root: &Path, spec: &NovaSpec, errors: &mut Violations) {
     }
 }
 
-fn pull_secrets(path: &Path, secrets: &[LocalObjectReference], errors: &mut Violations) {
+/// A CR's `spec.imagePullSecrets` (a Nova's, a pool's): each names a Secret in the `owner`'s
+/// namespace.
+pub fn pull_secrets(
+    path: &Path,
+    secrets: &[LocalObjectReference],
+    owner: &str,
+    errors: &mut Violations,
+) {
     for (i, secret) in secrets.iter().enumerate() {
         let item = path.index(i);
         let name = item.child("name");
         if secret.name.is_empty() {
             errors.push(FieldError::required(
                 name,
-                "the name of a Secret in the Nova's namespace",
+                format!("the name of a Secret in the {owner}'s namespace"),
             ));
             continue;
         }
