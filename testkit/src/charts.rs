@@ -1,8 +1,14 @@
 //! helm run against a test control plane, as the chart's tests drive it.
 
 use std::path::Path;
+use std::time::Duration;
 
-use nova_test_harness::{ControlPlane, helm};
+use kube::Client;
+use kube::api::ApiResource;
+use nova_api::v1alpha1::Nova;
+use nova_test_harness::{Canary, CanaryExpectation, ControlPlane, helm, wait_for_webhook};
+
+use crate::fixtures::example;
 
 /// Runs helm with `args` against `cp` (its kubeconfig), with its caches under `home`; fails the
 /// test with helm's output unless it succeeded, and returns what it printed.
@@ -57,4 +63,30 @@ pub fn scoped_install_args<'a>(release: &'a str, ns: &'a str, chart: &'a str) ->
         "crds.enabled=false",
     ]);
     args
+}
+
+/// The API server calls the validating webhook through the Service: a Nova only the webhook
+/// rejects is denied with its message.
+pub async fn webhook_denies(client: &Client, ns: &str) {
+    webhook_denies_within(client, ns, Duration::from_secs(60)).await;
+}
+
+/// [`webhook_denies`], waiting at most `within`.
+pub async fn webhook_denies_within(client: &Client, ns: &str, within: Duration) {
+    let mut nova = serde_json::to_value(example(ns)).expect("json");
+    nova["metadata"]["name"] = "canary-api".into();
+    wait_for_webhook(
+        client,
+        &Canary {
+            resource: ApiResource::erase::<Nova>(&()),
+            namespace: Some(ns.to_owned()),
+            object: nova,
+            expect: CanaryExpectation::DeniedWith(
+                "admission webhook \"vnova.kb.io\" denied the request".into(),
+            ),
+        },
+        within,
+    )
+    .await
+    .expect("the validating webhook answers through its Service");
 }

@@ -37,6 +37,8 @@ async fn a_namespace_scoped_release_takes_a_nova_to_ready_against_the_real_opens
         cp,
         &scoped_install_args(RELEASE_NAME, &ns, &chart),
     );
+    // Available is not yet routed: kube-proxy maps the webhook's Service a moment later.
+    webhook_denies(&client, &ns).await;
 
     let image = pinned(&nova_image(RELEASE)).expect("the nova image");
     let novas: Api<Nova> = Api::namespaced(client.clone(), &ns);

@@ -15,10 +15,10 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::{Nova, NovaCompute};
-use nova_test_harness::{Canary, CanaryExpectation, ControlPlane, helm, wait_for_webhook};
+use nova_test_harness::{ControlPlane, helm};
 use nova_testkit::prelude::*;
 use serde_json::{Value, json};
 
@@ -68,31 +68,6 @@ pub(crate) async fn available(client: &Client, ns: &str, name: &str) -> Deployme
         "{name} is Available: {status:?}"
     );
     deployment
-}
-
-/// The API server calls the validating webhook through the Service: a Nova only the webhook
-/// rejects is denied with its message.
-pub(crate) async fn webhook_denies(client: &Client, ns: &str) {
-    webhook_denies_within(client, ns, Duration::from_secs(60)).await;
-}
-
-async fn webhook_denies_within(client: &Client, ns: &str, within: Duration) {
-    let mut nova = serde_json::to_value(example(ns)).expect("json");
-    nova["metadata"]["name"] = "canary-api".into();
-    wait_for_webhook(
-        client,
-        &Canary {
-            resource: ApiResource::erase::<Nova>(&()),
-            namespace: Some(ns.to_owned()),
-            object: nova,
-            expect: CanaryExpectation::DeniedWith(
-                "admission webhook \"vnova.kb.io\" denied the request".into(),
-            ),
-        },
-        within,
-    )
-    .await
-    .expect("the validating webhook answers through its Service");
 }
 
 /// Every log line of the component's pods.
@@ -200,6 +175,9 @@ async fn converges_without_403(client: &Client, release_ns: &str, ns: &str) {
     }
 }
 
+/// The cluster-wide release's controller.trust: the corporate CA's ConfigMap.
+const CORPORATE_TRUST: [&str; 2] = ["--set", "controller.trust.configMap=corp-ca"];
+
 /// The controller found the image's CA set (Mozilla's, over a hundred roots) and read the one
 /// certificate of controller.trust, as its start-up line says.
 async fn trusts_the_image_roots_and_the_corporate_ca(client: &Client, release_ns: &str) {
@@ -242,11 +220,8 @@ async fn the_chart_runs_the_operator_on_the_real_node() {
         .await
         .expect("the corporate CA");
     let mut install = install_args("install", "nova-operator", &release_ns, &chart);
-    install.extend_from_slice(&[
-        "--take-ownership",
-        "--set",
-        "controller.trust.configMap=corp-ca",
-    ]);
+    install.push("--take-ownership");
+    install.extend_from_slice(&CORPORATE_TRUST);
     helm_ok(home.path(), cp, &install);
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in [
@@ -301,6 +276,8 @@ async fn the_chart_runs_the_operator_on_the_real_node() {
     let upgraded = upgraded.display().to_string();
     let mut args = install_args("upgrade", "nova-operator", &release_ns, &upgraded);
     args.extend_from_slice(&["--set", "webhook.logLevel=debug", "--force-conflicts"]);
+    // The values the release was installed with stay (as a values file an SRE keeps would).
+    args.extend_from_slice(&CORPORATE_TRUST);
     helm_ok(home.path(), cp, &args);
     let served = crds.get("novas.nova.openstack.c5c3.io").await.expect("crd");
     let description = helm::schema_description(&served);

@@ -22,7 +22,7 @@ use nova_test_harness::node;
 use nova_testkit::prelude::*;
 use serde_json::json;
 
-use crate::chart_install::{available, on_the_real_node, webhook_denies};
+use crate::chart_install::{available, on_the_real_node};
 
 /// The webhook container's memory limit in the chart's values.
 const WEBHOOK_MEMORY_LIMIT: u64 = 128 * 1024 * 1024;
