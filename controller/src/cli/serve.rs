@@ -37,12 +37,10 @@ pub async fn run(flags: Flags) -> anyhow::Result<()> {
         .install_default()
         .map_err(|_| anyhow::anyhow!("installing the rustls crypto provider failed"))?;
 
-    let extra_ca = match &flags.ca_file {
-        Some(path) => {
-            Some(CaBundle::from_file(path).map_err(|e| anyhow::anyhow!("--ca-file: {e}"))?)
-        }
-        None => None,
-    };
+    let extra_ca = (flags.ca_file.as_deref())
+        .map(CaBundle::from_file)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--ca-file: {e}"))?;
     tracing::info!(
         system_roots = trust::system_root_count(),
         ca_file_certificates = extra_ca.as_ref().map_or(0, CaBundle::len),

@@ -109,8 +109,7 @@ pub trait Transport: Send + Sync {
     /// This transport, verifying https endpoints against `bundle` besides what it trusts
     /// already; None when it does not verify them itself (a target cluster's service proxy:
     /// its API server dials the Service).
-    fn trusting(&self, bundle: &CaBundle) -> Option<Arc<dyn Transport>> {
-        let _ = bundle;
+    fn trusting(&self, _bundle: &CaBundle) -> Option<Arc<dyn Transport>> {
         None
     }
 }

@@ -18,7 +18,7 @@ pub const KEYSTONE: &str = "keystone";
 pub const PLACEMENT: &str = "placement";
 
 /// The Secret of the https listeners' certificate (`tls.crt`, `tls.key`) and its CA (`ca.crt`).
-pub const TLS_SECRET: &str = "openstack-tls";
+const TLS_SECRET: &str = "openstack-tls";
 
 /// `http://<service>.openstack.svc.cluster.local:<port>`.
 pub fn service_url(service: &str, port: u16) -> String {
@@ -26,7 +26,7 @@ pub fn service_url(service: &str, port: u16) -> String {
 }
 
 /// `https://<service>.openstack.svc.cluster.local:<port>`.
-pub fn service_tls_url(service: &str, port: u16) -> String {
+fn service_tls_url(service: &str, port: u16) -> String {
     format!("https://{service}.{NAMESPACE}.svc.cluster.local:{port}")
 }
 

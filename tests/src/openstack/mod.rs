@@ -27,8 +27,8 @@ use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
 pub use manifests::{
-    KEYSTONE, MARIADB, MEMCACHED, NAMESPACE, PLACEMENT, RABBITMQ, TLS_SECRET, keystone_tls_url,
-    keystone_url, placement_tls_url, service_tls_url, service_url,
+    KEYSTONE, MARIADB, MEMCACHED, NAMESPACE, PLACEMENT, RABBITMQ, keystone_tls_url, keystone_url,
+    placement_tls_url, service_url,
 };
 pub use stub::{GLANCE_PORT, NEUTRON_PORT, STUB};
 

@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::Secret;
 use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::effective::{self, secret_keys};
-use nova_api::v1alpha1::{Nova, NovaSpec, SecretStoreKind};
+use nova_api::v1alpha1::{Nova, NovaSpec, SecretRefSpec, SecretStoreKind};
 
 use kube::ResourceExt;
 
@@ -68,62 +68,61 @@ pub fn gates(spec: &NovaSpec) -> Vec<CredentialGate> {
     let mut gates = vec![
         db(&spec.api_database.secret_ref.name),
         db(&spec.database.secret_ref.name),
+        one_key(
+            Use::ServicePassword,
+            &spec.service_user.secret_ref,
+            secret_keys::SERVICE_USER_PASSWORD,
+            Reason::WaitingForServiceUserCredentials,
+            "Service user credentials",
+        ),
         CredentialGate {
-            use_: Use::ServicePassword,
-            secret: spec.service_user.secret_ref.name.clone(),
-            keys: vec![
-                effective::secret_key(
-                    &spec.service_user.secret_ref,
-                    secret_keys::SERVICE_USER_PASSWORD,
-                )
-                .to_owned(),
-            ],
-            reason: Reason::WaitingForServiceUserCredentials,
-            noun: "Service user credentials",
-            refuse_empty: false,
-        },
-        CredentialGate {
-            use_: Use::MetadataSharedSecret,
-            secret: spec.metadata.shared_secret_ref.name.clone(),
-            keys: vec![
-                effective::secret_key(
-                    &spec.metadata.shared_secret_ref,
-                    secret_keys::METADATA_SHARED_SECRET,
-                )
-                .to_owned(),
-            ],
-            reason: Reason::WaitingForMetadataSharedSecret,
-            noun: "Metadata shared secret",
             refuse_empty: true,
+            ..one_key(
+                Use::MetadataSharedSecret,
+                &spec.metadata.shared_secret_ref,
+                secret_keys::METADATA_SHARED_SECRET,
+                Reason::WaitingForMetadataSharedSecret,
+                "Metadata shared secret",
+            )
         },
     ];
     if let Some(tls) = &spec.messaging.tls {
-        gates.push(CredentialGate {
-            use_: Use::MessagingCa,
-            secret: tls.ca_bundle_secret_ref.name.clone(),
-            keys: vec![
-                effective::secret_key(&tls.ca_bundle_secret_ref, secret_keys::MESSAGING_CA)
-                    .to_owned(),
-            ],
-            reason: Reason::WaitingForMessagingCA,
-            noun: "Messaging CA bundle",
-            refuse_empty: false,
-        });
+        gates.push(one_key(
+            Use::MessagingCa,
+            &tls.ca_bundle_secret_ref,
+            secret_keys::MESSAGING_CA,
+            Reason::WaitingForMessagingCA,
+            "Messaging CA bundle",
+        ));
     }
     if let Some(tls) = &spec.tls {
-        gates.push(CredentialGate {
-            use_: Use::EndpointCa,
-            secret: tls.ca_bundle_secret_ref.name.clone(),
-            keys: vec![
-                effective::secret_key(&tls.ca_bundle_secret_ref, secret_keys::ENDPOINT_CA)
-                    .to_owned(),
-            ],
-            reason: Reason::WaitingForEndpointCA,
-            noun: "Endpoint CA bundle",
-            refuse_empty: false,
-        });
+        gates.push(one_key(
+            Use::EndpointCa,
+            &tls.ca_bundle_secret_ref,
+            secret_keys::ENDPOINT_CA,
+            Reason::WaitingForEndpointCA,
+            "Endpoint CA bundle",
+        ));
     }
     gates
+}
+
+/// A gate on one key of `reference` (`default_key` unless the reference names another).
+fn one_key(
+    use_: Use,
+    reference: &SecretRefSpec,
+    default_key: &str,
+    reason: Reason,
+    noun: &'static str,
+) -> CredentialGate {
+    CredentialGate {
+        use_,
+        secret: reference.name.clone(),
+        keys: vec![effective::secret_key(reference, default_key).to_owned()],
+        reason,
+        noun,
+        refuse_empty: false,
+    }
 }
 
 /// The selected secret store, as observed.
