@@ -28,6 +28,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Client, ResourceExt};
 use nova_api::v1alpha1::Nova;
+use nova_controller::nova::rollout::ROLLOUT_CAUSE;
 use nova_controller::objects::kinds as external;
 use nova_test_harness::ControlPlane;
 use nova_testkit::prelude::*;
@@ -469,6 +470,16 @@ async fn a_conflicting_writer_is_undone_without_fighting_an_unrelated_field() {
         .await
         .expect("the intruder's unrelated fields");
     wait_converged(&novas, "nova", || Ok(())).await;
+    // Restoring the image rolled the conductor out again; the pass that sees that rollout
+    // complete drops its cause annotation (one write, by design). The intruder's
+    // minReadySeconds can hold that completion past convergence, so the window waits for it.
+    until_deployment(
+        &deployments,
+        "nova-conductor",
+        "the restore's rollout never completed",
+        |d| !d.annotations().contains_key(ROLLOUT_CAUSE),
+    )
+    .await;
     quiet_window(Duration::from_secs(3)).await;
     let applies = deployment_applies(&client).await;
     touch_five_times(&novas, "nova", "after-conflict", || passes(&metrics)).await;
