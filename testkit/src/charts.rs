@@ -27,6 +27,33 @@ pub fn helm_ok(home: &Path, cp: &ControlPlane, args: &[&str]) -> String {
     out.stdout
 }
 
+/// Runs kubectl with `args` against `cp`, `stdin` on its input (a rendering to apply); fails
+/// the test with kubectl's error output unless it succeeded.
+pub fn kubectl_ok(cp: &ControlPlane, args: &[&str], stdin: &str) {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(nova_test_harness::testbin_dir().join("kubectl"))
+        .args(["--kubeconfig", &cp.kubeconfig_path().display().to_string()])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl");
+    child
+        .stdin
+        .take()
+        .expect("kubectl's input")
+        .write_all(stdin.as_bytes())
+        .expect("kubectl reads its input");
+    let out = child.wait_with_output().expect("kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// How long `helm install --wait` may take (the node pulls nothing: the images are imported).
 pub const INSTALL_TIMEOUT: &str = "5m";
 

@@ -8,6 +8,7 @@
 //!
 //! Dev-only: no product crate depends on it.
 
+pub mod admission_load;
 pub mod apiserver;
 pub mod charts;
 pub mod conditions;

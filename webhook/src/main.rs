@@ -22,8 +22,11 @@ enum LogFormat {
 }
 
 /// The admission webhook of the Nova operator.
+///
+/// A flag given twice takes its last value, so the chart's `extraArgs` (appended after the
+/// flags the chart renders) can override one of them.
 #[derive(Debug, Parser)]
-#[command(name = "nova-webhook", version, about)]
+#[command(name = "nova-webhook", version, about, args_override_self = true)]
 struct Args {
     /// Address the HTTPS admission server listens on.
     #[arg(
@@ -346,4 +349,24 @@ async fn main() -> anyhow::Result<()> {
     }
     tracing::info!("nova-webhook stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeated_flag_takes_its_last_value() {
+        let args = Args::try_parse_from([
+            "nova-webhook",
+            "--self-signed-secret=tls",
+            "--certificate-validity-seconds=7776000",
+            "--certificate-names=a,b",
+            "--certificate-validity-seconds=90",
+            "--certificate-names=c",
+        ])
+        .expect("a repeated flag is accepted");
+        assert_eq!(args.self_signed.certificate_validity_seconds, 90);
+        assert_eq!(args.self_signed.certificate_names, ["a", "b", "c"]);
+    }
 }

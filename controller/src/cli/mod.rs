@@ -15,8 +15,11 @@ use flags::Flags;
 use subcommands::Command;
 
 /// Reconciles Nova and NovaCompute resources.
+///
+/// A flag given twice takes its last value, so the chart's `extraArgs` (appended after the
+/// flags the chart renders) can override one of them.
 #[derive(Debug, Parser)]
-#[command(name = "nova-controller", version)]
+#[command(name = "nova-controller", version, args_override_self = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

@@ -7,8 +7,6 @@
 //! injected caBundle and the Secret as they were, under load through the chart's own
 //! configurations. Every refused request is counted; none is allowed.
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -27,10 +25,9 @@ use nova_test_harness::{
 use nova_testkit::fixtures::EXAMPLE_NOVA_YAML as EXAMPLE_NOVA;
 use nova_testkit::wait::Wait;
 
-use crate::drills::{
-    DENIED, Load, Outcome, Phases, Tally, count, every_stored_nova_went_through_the_webhook,
-    load_for, wrong_while_up,
-};
+use crate::drills::every_stored_nova_went_through_the_webhook;
+use nova_testkit::admission_load::{DENIED, Load, Phases, assert_nothing_refused, load_for};
+use nova_testkit::charts::kubectl_ok;
 
 /// The serving certificate's life: renewed at two-thirds (20 s), so the test sees a renewal
 /// and the first certificate's expiry within a minute.
@@ -129,36 +126,6 @@ async fn wait_served(webhook: &LocalWebhook, n: usize) -> Duration {
     started.elapsed()
 }
 
-/// The webhook's own fail-closed answer when its schema-claim lookup (a cluster-wide list of
-/// Novas) times out on a loaded machine: the webhook was called and answered, so it is no
-/// refusal of admission, but it is not the verdict either; counted and printed apart.
-const LOOKUP_TIMEOUT: &str = "the Kubernetes API did not answer within";
-
-/// No request of any phase was refused (the API server could not call or trust the webhook),
-/// and every one got the answer of a working webhook but for lookup timeouts, which are
-/// printed.
-fn assert_nothing_refused(tally: &Tally, phases: &[&str]) {
-    let (lookups, mut wrong): (Vec<String>, Vec<String>) = phases
-        .iter()
-        .flat_map(|p| wrong_while_up(tally, p))
-        .partition(|w| w.contains(LOOKUP_TIMEOUT));
-    wrong.extend(
-        tally
-            .iter()
-            .filter(|((_, _, outcome), _)| *outcome == Outcome::Refused)
-            .map(|((p, op, outcome), n)| format!("{p}: {op:?} {outcome:?} x{n}")),
-    );
-    for phase in phases {
-        assert!(count(tally, phase) > 0, "no request in phase {phase}");
-    }
-    eprintln!(
-        "certs: {} refused, {} answered fail-closed for a lookup timeout",
-        wrong.len(),
-        lookups.len()
-    );
-    assert!(wrong.is_empty(), "{wrong:#?}");
-}
-
 /// `/metrics` of the webhook.
 async fn metrics(webhook: &LocalWebhook) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -239,10 +206,7 @@ async fn self_signed_certificate_is_renewed_and_recreated_under_load_with_no_ref
         .expect("register");
     wait_called(&client, &ns).await;
 
-    let phases = Arc::new(Phases {
-        names: &["first", "renewed", "deleted", "recreated", "steady"],
-        current: AtomicUsize::new(0),
-    });
+    let phases = Phases::new(&["first", "renewed", "deleted", "recreated", "steady"]);
     let load = Load::start(&client, &ns, &phases);
 
     // Renewal before expiry.
@@ -331,7 +295,7 @@ async fn self_signed_certificate_is_renewed_and_recreated_under_load_with_no_ref
     assert_eq!(before, after, "a steady webhook writes nothing");
 
     let tally = load.finish().await;
-    assert_nothing_refused(&tally, phases.names);
+    assert_nothing_refused(&tally, phases.names());
     let stored_novas = every_stored_nova_went_through_the_webhook(&client, &ns).await;
     eprintln!("certs: {stored_novas} Novas stored, each defaulted and validated; 0 refused");
 
@@ -399,30 +363,6 @@ fn pointed_at(rendering: &str, url_base: &str) -> String {
         .collect()
 }
 
-fn kubectl(cp: &nova_test_harness::ControlPlane, args: &[&str], stdin: &str) {
-    use std::io::Write as _;
-    let mut child = std::process::Command::new(nova_test_harness::testbin_dir().join("kubectl"))
-        .args(["--kubeconfig", &cp.kubeconfig_path().display().to_string()])
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("kubectl");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().expect("kubectl");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn helm_template_applied_twice_keeps_the_injected_ca_and_the_secret_under_load() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -468,7 +408,7 @@ async fn helm_template_applied_twice_keeps_the_injected_ca_and_the_secret_under_
             secrets.get_opt(&secret_name).await.unwrap().is_some(),
             "the Secret is made before the configurations exist"
         );
-        kubectl(
+        kubectl_ok(
             cp,
             &["apply", "-f", "-"],
             &pointed_at(&rendering, "https://127.0.0.1:1"),
@@ -477,7 +417,7 @@ async fn helm_template_applied_twice_keeps_the_injected_ca_and_the_secret_under_
     let (webhook, ()) = tokio::join!(start, first_apply);
     let webhook = webhook.expect("the self-signed webhook starts and is ready");
     let stream = pointed_at(&rendering, &webhook.url_base());
-    kubectl(cp, &["apply", "-f", "-"], &stream);
+    kubectl_ok(cp, &["apply", "-f", "-"], &stream);
     wait_called(&client, &ns).await;
 
     let read = || async {
@@ -488,15 +428,12 @@ async fn helm_template_applied_twice_keeps_the_injected_ca_and_the_secret_under_
     let before = read().await;
     assert!(before.2.iter().all(|b| !b.is_empty()), "injected");
 
-    let phases = Arc::new(Phases {
-        names: &["gitops"],
-        current: AtomicUsize::new(0),
-    });
+    let phases = Phases::new(&["gitops"]);
     let load = Load::start(&client, &ns, &phases);
     load_for(Duration::from_secs(2)).await;
     // The GitOps loop: render again, apply again, twice.
     for _ in 0..2 {
-        kubectl(
+        kubectl_ok(
             cp,
             &["apply", "-f", "-"],
             &pointed_at(&render(), &webhook.url_base()),
@@ -509,7 +446,7 @@ async fn helm_template_applied_twice_keeps_the_injected_ca_and_the_secret_under_
         load_for(Duration::from_secs(2)).await;
     }
     let tally = load.finish().await;
-    assert_nothing_refused(&tally, phases.names);
+    assert_nothing_refused(&tally, phases.names());
     assert_eq!(
         read().await,
         before,
@@ -517,7 +454,7 @@ async fn helm_template_applied_twice_keeps_the_injected_ca_and_the_secret_under_
     );
 
     drop(webhook);
-    kubectl(
+    kubectl_ok(
         cp,
         &["delete", "--ignore-not-found", "--wait=false", "-f", "-"],
         &pointed_at(&rendering, "https://127.0.0.1:1"),

@@ -7,12 +7,9 @@
 //! the webhook's defaults (the updates remove one, so an update admitted without defaulting
 //! shows too) and no `-api` Nova exists. Needs the control-plane binaries.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use nova_certs::CertificateAuthority;
 use nova_test_harness::local_webhook::{
     CertDir, LocalWebhook, example_named, nova_registration, nova_resource,
@@ -23,190 +20,11 @@ use nova_test_harness::{
 };
 use serde_json::json;
 
+use nova_testkit::admission_load::{
+    DENIED, Load, Outcome, Phases, count, load_for, wrong_while_up,
+};
 use nova_testkit::fixtures::EXAMPLE_NOVA_YAML as EXAMPLE_NOVA;
 use nova_testkit::wait::Wait;
-const CLIENTS: usize = 8;
-/// The API server's text when a failing-closed webhook cannot be called.
-pub(crate) const REFUSED: &str = "failed calling webhook";
-/// The webhook's own denial of the invalid Nova.
-pub(crate) const DENIED: &str = "name must not end in \"-api\"";
-
-/// What one request asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Op {
-    CreateValid,
-    UpdateValid,
-    CreateInvalid,
-}
-
-/// How the API server answered.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Outcome {
-    Admitted,
-    /// Refused because the webhook could not be called (failurePolicy Fail).
-    Refused,
-    /// Denied by the webhook.
-    Denied,
-    /// Anything else, with the API server's message.
-    Other(String),
-}
-
-/// Outcomes per (phase, op); a request whose phase changed while it was in flight counts
-/// under [`IN_FLIGHT_ACROSS`].
-pub(crate) type Tally = BTreeMap<(&'static str, Op, Outcome), usize>;
-pub(crate) const IN_FLIGHT_ACROSS: &str = "across a phase change";
-
-/// The named phases of a drill, switched by the test while the clients run.
-pub(crate) struct Phases {
-    pub(crate) names: &'static [&'static str],
-    pub(crate) current: AtomicUsize,
-}
-
-impl Phases {
-    fn name(&self, index: usize) -> &'static str {
-        self.names[index]
-    }
-
-    pub(crate) fn enter(&self, name: &str) {
-        let index = self.names.iter().position(|n| *n == name).unwrap();
-        self.current.store(index, Ordering::SeqCst);
-        eprintln!("drill: phase {name}");
-    }
-}
-
-/// The clients hammering the API server until stopped.
-pub(crate) struct Load {
-    stop: Arc<AtomicBool>,
-    tally: Arc<Mutex<Tally>>,
-    clients: Vec<tokio::task::JoinHandle<()>>,
-}
-
-impl Load {
-    pub(crate) fn start(client: &kube::Client, ns: &str, phases: &Arc<Phases>) -> Self {
-        let stop = Arc::new(AtomicBool::new(false));
-        let tally = Arc::new(Mutex::new(Tally::new()));
-        let novas: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), ns, &nova_resource("Nova", "novas"));
-        let clients = (0..CLIENTS)
-            .map(|id| {
-                let (novas, ns, stop, tally, phases) = (
-                    novas.clone(),
-                    ns.to_owned(),
-                    stop.clone(),
-                    tally.clone(),
-                    phases.clone(),
-                );
-                tokio::spawn(async move {
-                    let mut created: Option<String> = None;
-                    let mut i = 0usize;
-                    while !stop.load(Ordering::SeqCst) {
-                        let before = phases.current.load(Ordering::SeqCst);
-                        let (op, outcome) = one_request(&novas, &ns, id, i, &mut created).await;
-                        let after = phases.current.load(Ordering::SeqCst);
-                        let phase = if before == after {
-                            phases.name(before)
-                        } else {
-                            IN_FLIGHT_ACROSS
-                        };
-                        *tally
-                            .lock()
-                            .unwrap()
-                            .entry((phase, op, outcome))
-                            .or_default() += 1;
-                        i += 1;
-                    }
-                })
-            })
-            .collect();
-        Self {
-            stop,
-            tally,
-            clients,
-        }
-    }
-
-    pub(crate) async fn finish(self) -> Tally {
-        self.stop.store(true, Ordering::SeqCst);
-        for client in self.clients {
-            client.await.unwrap();
-        }
-        let tally = self.tally.lock().unwrap().clone();
-        for ((phase, op, outcome), n) in &tally {
-            eprintln!("drill: {phase:>24} {op:?} {outcome:?}: {n}");
-        }
-        tally
-    }
-}
-
-/// Request `i` of client `id`: a valid create, an update of the last Nova this client
-/// created (removing the defaulted username and changing the region), or the invalid create.
-async fn one_request(
-    novas: &Api<DynamicObject>,
-    ns: &str,
-    id: usize,
-    i: usize,
-    created: &mut Option<String>,
-) -> (Op, Outcome) {
-    let post = PostParams::default();
-    let result = match (i % 3, created.as_ref()) {
-        (2, _) => {
-            let nova = example_named(EXAMPLE_NOVA, &format!("x{id}-{i}-api"), ns).unwrap();
-            let nova = serde_json::from_value(nova).unwrap();
-            (Op::CreateInvalid, novas.create(&post, &nova).await)
-        }
-        (1, Some(name)) => {
-            let edit = Patch::Merge(
-                json!({"spec": {"serviceUser": {"username": null}, "region": format!("R{i}")}}),
-            );
-            let params = PatchParams::default();
-            (Op::UpdateValid, novas.patch(name, &params, &edit).await)
-        }
-        _ => {
-            let name = format!("d{id}-{i}");
-            let mut nova = example_named(EXAMPLE_NOVA, &name, ns).unwrap();
-            // Schemas of its own: the claim check refuses a second Nova on the Example's.
-            nova["spec"]["apiDatabase"]["database"] = json!(format!("d{id}_{i}_api"));
-            nova["spec"]["database"]["database"] = json!(format!("d{id}_{i}_cell"));
-            let result = novas
-                .create(&post, &serde_json::from_value(nova).unwrap())
-                .await;
-            if result.is_ok() {
-                *created = Some(name);
-            }
-            (Op::CreateValid, result)
-        }
-    };
-    let outcome = match result.1 {
-        Ok(_) => Outcome::Admitted,
-        Err(kube::Error::Api(status)) if status.message.contains(REFUSED) => Outcome::Refused,
-        Err(kube::Error::Api(status)) if status.message.contains(DENIED) => Outcome::Denied,
-        Err(e) => Outcome::Other(e.to_string()),
-    };
-    (result.0, outcome)
-}
-
-/// The requests of `phase` that did not get the answer a working webhook gives.
-pub(crate) fn wrong_while_up(tally: &Tally, phase: &str) -> Vec<String> {
-    tally
-        .iter()
-        .filter(|((p, op, outcome), _)| {
-            *p == phase
-                && match op {
-                    Op::CreateInvalid => *outcome != Outcome::Denied,
-                    Op::CreateValid | Op::UpdateValid => *outcome != Outcome::Admitted,
-                }
-        })
-        .map(|((p, op, outcome), n)| format!("{p}: {op:?} {outcome:?} x{n}"))
-        .collect()
-}
-
-pub(crate) fn count(tally: &Tally, phase: &str) -> usize {
-    tally
-        .iter()
-        .filter(|((p, _, _), _)| *p == phase)
-        .map(|(_, n)| n)
-        .sum()
-}
 
 /// Every stored Nova was defaulted by the webhook (also after its last update) and none is
 /// the invalid one; returns how many there are.
@@ -321,20 +139,11 @@ impl Drill {
     }
 }
 
-/// Lets the load run through the current phase: each phase lasts a few seconds on purpose, so
-/// every phase sees requests (a duration, not a wait for state).
-pub(crate) async fn load_for(length: Duration) {
-    tokio::time::sleep(length).await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn killed_webhook_fails_closed_under_load_and_recovers_after_restart() {
     let ca = CertificateAuthority::new("nova-webhook CA").unwrap();
     let mut drill = Drill::start("drill-webhook-kill", &ca).await;
-    let phases = Arc::new(Phases {
-        names: &["up", "killing", "killed", "restarting", "restarted"],
-        current: AtomicUsize::new(0),
-    });
+    let phases = Phases::new(&["up", "killing", "killed", "restarting", "restarted"]);
     let started = Instant::now();
     let load = Load::start(&drill.client, &drill.ns, &phases);
     load_for(Duration::from_secs(3)).await;
@@ -379,10 +188,7 @@ async fn serving_certificate_rotation_and_ca_roll_under_load_fail_no_request() {
     let old_ca = CertificateAuthority::new("nova-webhook CA").unwrap();
     let new_ca = CertificateAuthority::new("nova-webhook CA").unwrap();
     let mut drill = Drill::start("drill-webhook-rotation", &old_ca).await;
-    let phases = Arc::new(Phases {
-        names: &["rotation"],
-        current: AtomicUsize::new(0),
-    });
+    let phases = Phases::new(&["rotation"]);
     let started = Instant::now();
     let load = Load::start(&drill.client, &drill.ns, &phases);
     load_for(Duration::from_secs(2)).await;
