@@ -360,6 +360,8 @@ mod tests {
         let args = Args::try_parse_from([
             "nova-webhook",
             "--self-signed-secret=tls",
+            "--webhook-configuration=nova-operator",
+            "--namespace=ops",
             "--certificate-validity-seconds=7776000",
             "--certificate-names=a,b",
             "--certificate-validity-seconds=90",

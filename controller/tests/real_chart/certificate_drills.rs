@@ -22,6 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -248,7 +249,19 @@ async fn gitops_applies_keep_the_certificate(
     let render = || helm::template(home, &ns, &values).expect("helm template");
     let rendering = render();
     kubectl_ok(cp, &["apply", "-f", "-"], &rendering);
-    available(client, &ns, &format!("{fullname}-webhook")).await;
+    // Nothing waits for the applied objects as `helm --wait` does.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let webhook = format!("{fullname}-webhook");
+    Wait::new(format!("{webhook} Available"), Duration::from_secs(300))
+        .about::<Deployment>(client, Some(&ns), &webhook)
+        .for_object(&deployments, &webhook, |d| {
+            d.status
+                .iter()
+                .flat_map(|s| s.conditions.iter().flatten())
+                .any(|c| c.type_ == "Available" && c.status == "True")
+        })
+        .await
+        .expect("the GitOps install's webhook is Available");
     webhook_denies(client, &ns).await;
     held_nova(client, &ns, STEADY).await;
     held_nova(client, &ns, "doomed-gitops").await;
