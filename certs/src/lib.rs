@@ -196,7 +196,35 @@ impl CertificateAuthority {
     }
 
     fn generate(common_name: &str, validity: Option<Validity>) -> Result<Self, CertError> {
-        let key = KeyPair::generate()?;
+        Self::self_signed(common_name, validity, KeyPair::generate()?)
+    }
+
+    /// This CA renewed for `validity`: a new certificate with the same subject and key (so
+    /// the same key identifier), as cert-manager renews a CA whose key never rotates. A
+    /// certificate the old one signed verifies against the new one.
+    pub fn renewed(&self, validity: Validity) -> Result<Self, CertError> {
+        let cert = parse_certificates(&self.cert_pem)?.remove(0);
+        let (_, x509) = x509_parser::parse_x509_certificate(&cert.der)
+            .map_err(|e| CertError::Invalid(format!("the CA certificate: {e}")))?;
+        let common_name = x509
+            .subject()
+            .iter_common_name()
+            .next()
+            .and_then(|cn| cn.as_str().ok())
+            .ok_or_else(|| CertError::Invalid("the CA certificate has no common name".into()))?
+            .to_owned();
+        Self::self_signed(
+            &common_name,
+            Some(validity),
+            KeyPair::from_pem(&self.key_pem)?,
+        )
+    }
+
+    fn self_signed(
+        common_name: &str,
+        validity: Option<Validity>,
+        key: KeyPair,
+    ) -> Result<Self, CertError> {
         let mut params = CertificateParams::default();
         if let Some(v) = validity {
             v.apply(&mut params);
@@ -433,6 +461,38 @@ mod tests {
         assert!(parse_certificates("garbage").is_err());
         assert!(life.past(2.0 / 3.0, now + Duration::from_secs(2400)));
         assert!(!life.past(2.0 / 3.0, now + Duration::from_secs(2000)));
+    }
+
+    #[test]
+    fn a_ca_renewed_with_its_key_still_verifies_what_it_signed_before() {
+        let now = SystemTime::now();
+        let ca = CertificateAuthority::new_valid(
+            "nova-webhook-ca",
+            Validity::starting(now, Duration::from_secs(60)),
+        )
+        .unwrap();
+        let before = ca.issue_serving("webhook", &["127.0.0.1"]).unwrap();
+        let longer = Validity::starting(now, Duration::from_secs(3600));
+        let renewed = ca.renewed(longer).unwrap();
+        assert_ne!(renewed.cert_pem(), ca.cert_pem(), "a new certificate");
+        assert_eq!(renewed.key_pem(), ca.key_pem(), "the same key");
+        let renewed_cert = parse_certificates(renewed.cert_pem()).unwrap().remove(0);
+        assert_eq!(renewed_cert.validity, longer);
+        let subject = |pem: &str| {
+            let der = parse_certificates(pem).unwrap().remove(0).der;
+            let (_, x509) = x509_parser::parse_x509_certificate(&der).unwrap();
+            x509.subject().to_string()
+        };
+        assert_eq!(subject(renewed.cert_pem()), subject(ca.cert_pem()));
+        let leaf = parse_certificates(&before.cert_pem).unwrap().remove(0);
+        assert!(
+            leaf.issued_by(&renewed_cert),
+            "signed before, verified after"
+        );
+        let after = renewed.issue_serving("webhook", &["127.0.0.1"]).unwrap();
+        let old_cert = parse_certificates(ca.cert_pem()).unwrap().remove(0);
+        let after = parse_certificates(&after.cert_pem).unwrap().remove(0);
+        assert!(after.issued_by(&old_cert), "signed after, verified before");
     }
 
     #[test]

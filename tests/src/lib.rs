@@ -32,6 +32,7 @@ mod pki;
 pub mod pods;
 mod process;
 pub mod simulated;
+pub mod simulated_cert_manager;
 pub mod webhook;
 
 use std::path::PathBuf;

@@ -49,7 +49,7 @@ const SHORT_LIVES: [&str; 4] = [
 /// How soon a deleted Nova must be gone.
 const FINALIZED_WITHIN: Duration = Duration::from_secs(30);
 /// The Nova the load's updates dry-run against.
-const STEADY: &str = "steady";
+pub(crate) const STEADY: &str = "steady";
 
 /// The serving certificate of the Secret `name`, when it holds one.
 async fn serving(secrets: &Api<Secret>, name: &str) -> Option<PemCert> {
@@ -59,7 +59,7 @@ async fn serving(secrets: &Api<Secret>, name: &str) -> Option<PemCert> {
 }
 
 /// The caBundle of every webhook of both configurations named `name`.
-async fn injected(client: &Client, name: &str) -> Vec<Vec<u8>> {
+pub(crate) async fn injected(client: &Client, name: &str) -> Vec<Vec<u8>> {
     let mutating = Api::<MutatingWebhookConfiguration>::all(client.clone())
         .get(name)
         .await
@@ -73,7 +73,7 @@ async fn injected(client: &Client, name: &str) -> Vec<Vec<u8>> {
 
 /// Creates the Nova `name` in `ns` (on schemas of its own) and waits until the controller
 /// holds it by its finalizer.
-async fn held_nova(client: &Client, ns: &str, name: &str) {
+pub(crate) async fn held_nova(client: &Client, ns: &str, name: &str) {
     let novas: Api<Nova> = Api::namespaced(client.clone(), ns);
     let nova: Nova = serde_json::from_value(nova_with_own_schemas(name, ns)).expect("a Nova");
     novas
@@ -92,7 +92,7 @@ async fn held_nova(client: &Client, ns: &str, name: &str) {
 
 /// Deletes the Nova `name` in `ns` and asserts it is gone, its finalizer removed, within
 /// [`FINALIZED_WITHIN`].
-async fn finalized_in_time(client: &Client, ns: &str, name: &str) {
+pub(crate) async fn finalized_in_time(client: &Client, ns: &str, name: &str) {
     let novas: Api<Nova> = Api::namespaced(client.clone(), ns);
     let started = Instant::now();
     novas
@@ -141,7 +141,7 @@ async fn certificate_state(
     (data, injected(client, config).await)
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_chart_webhook_renews_and_recovers_its_certificate_under_load() {
     let _timed = nova_testkit::stack::timed().await;
     let (cp, client, home, chart) = on_the_real_node().await;
@@ -204,7 +204,8 @@ async fn the_chart_webhook_renews_and_recovers_its_certificate_under_load() {
         .await
         .expect("delete the webhook's Secret");
     args[0] = "upgrade";
-    helm_ok(home.path(), cp, &args);
+    // The load's clients keep running on the other workers meanwhile.
+    tokio::task::block_in_place(|| helm_ok(home.path(), cp, &args));
     Wait::new("a new CA injected", Duration::from_secs(60))
         .every(Duration::from_millis(500))
         .until(|| async { injected(&client, &config).await != before })
@@ -279,7 +280,8 @@ async fn gitops_applies_keep_the_certificate(
         },
     );
     for _ in 0..2 {
-        kubectl_ok(cp, &["apply", "-f", "-"], &render());
+        let rendering = render();
+        tokio::task::block_in_place(|| kubectl_ok(cp, &["apply", "-f", "-"], &rendering));
         assert_eq!(
             certificate_state(client, &secrets, &secret, &fullname).await,
             before,
