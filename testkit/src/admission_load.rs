@@ -13,7 +13,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use nova_test_harness::local_webhook::{example_named, nova_resource};
 use serde_json::{Value, json};
 
-use crate::fixtures::EXAMPLE_NOVA_YAML;
+use crate::fixtures::{EXAMPLE_NOVA_YAML, schemas_of};
 
 /// How many clients send requests at once.
 const CLIENTS: usize = 8;
@@ -249,13 +249,14 @@ fn object(nova: Value) -> DynamicObject {
     serde_json::from_value(nova).expect("a Nova object")
 }
 
-/// The Example named `name` in `ns`, on schemas of its own: the webhook's claim check refuses a
+/// The Example as written (the webhook fills its defaults) named `name` in `ns`, on the schemas
+/// [`own_schemas`](crate::fixtures::own_schemas) gives it: the webhook's claim check refuses a
 /// second Nova on the Example's.
 pub fn nova_with_own_schemas(name: &str, ns: &str) -> Value {
     let mut nova = example_named(EXAMPLE_NOVA_YAML, name, ns).expect("the Example");
-    let schema = name.replace('-', "_");
-    nova["spec"]["apiDatabase"]["database"] = json!(format!("{schema}_api"));
-    nova["spec"]["database"]["database"] = json!(format!("{schema}_cell"));
+    let (api, cell) = schemas_of(name);
+    nova["spec"]["apiDatabase"]["database"] = json!(api);
+    nova["spec"]["database"]["database"] = json!(cell);
     nova
 }
 

@@ -50,15 +50,16 @@ pub fn example(ns: &str) -> Nova {
 /// Gives `nova` schemas of its own, derived from its name (`<name>_api`, `<name>_cell`, `-` as
 /// `_`), so several Novas of one namespace and MariaDB pass the schema claim check.
 pub fn own_schemas(mut nova: Nova) -> Nova {
-    let base = nova
-        .metadata
-        .name
-        .as_deref()
-        .unwrap_or_default()
-        .replace('-', "_");
-    nova.spec.api_database.database = format!("{base}_api");
-    nova.spec.database.database = format!("{base}_cell");
+    let (api, cell) = schemas_of(nova.metadata.name.as_deref().unwrap_or_default());
+    nova.spec.api_database.database = api;
+    nova.spec.database.database = cell;
     nova
+}
+
+/// The nova_api and cell schemas of the Nova `name` under [`own_schemas`].
+pub fn schemas_of(name: &str) -> (String, String) {
+    let base = name.replace('-', "_");
+    (format!("{base}_api"), format!("{base}_cell"))
 }
 
 /// The label the pools of these suites select their kwok nodes by.

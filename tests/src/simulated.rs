@@ -177,15 +177,25 @@ async fn clean_up_deleted(
     created: &mut Created,
 ) -> Result<()> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
-    let live: std::collections::HashSet<String> = api
-        .list_metadata(&ListParams::default())
+    let mut live = std::collections::HashSet::new();
+    for object in api
+        .list(&ListParams::default())
         .await
         .map_err(kube_err(format!("listing {}", ar.plural)))?
         .items
         .into_iter()
-        .filter(|m| m.metadata.deletion_timestamp.is_none())
-        .filter_map(|m| m.metadata.uid)
-        .collect();
+        .filter(|o| o.metadata.deletion_timestamp.is_none())
+    {
+        let Some(uid) = object.metadata.uid.clone() else {
+            continue;
+        };
+        // The policy honoured is the one last seen, as the real operator's finalizer reads
+        // the object it deletes: a spec edited after the object was reconciled counts.
+        if let Some(kept) = created.get_mut(&(ar.kind.clone(), uid.clone())) {
+            *kept = object;
+        }
+        live.insert(uid);
+    }
     let gone: Vec<(String, String)> = created
         .keys()
         .filter(|(kind, uid)| *kind == ar.kind && !live.contains(uid))
