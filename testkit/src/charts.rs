@@ -27,9 +27,9 @@ pub fn helm_ok(home: &Path, cp: &ControlPlane, args: &[&str]) -> String {
     out.stdout
 }
 
-/// Runs kubectl with `args` against `cp`, `stdin` on its input (a rendering to apply); fails
-/// the test with kubectl's error output unless it succeeded.
-pub fn kubectl_ok(cp: &ControlPlane, args: &[&str], stdin: &str) {
+/// Runs kubectl with `args` against `cp`, `stdin` on its input (a rendering to apply), and
+/// returns how it ended.
+pub fn kubectl(cp: &ControlPlane, args: &[&str], stdin: &str) -> std::process::Output {
     use std::io::Write as _;
     use std::process::{Command, Stdio};
     let mut child = Command::new(nova_test_harness::testbin_dir().join("kubectl"))
@@ -46,7 +46,12 @@ pub fn kubectl_ok(cp: &ControlPlane, args: &[&str], stdin: &str) {
         .expect("kubectl's input")
         .write_all(stdin.as_bytes())
         .expect("kubectl reads its input");
-    let out = child.wait_with_output().expect("kubectl");
+    child.wait_with_output().expect("kubectl")
+}
+
+/// [`kubectl`], failing the test with kubectl's error output unless it succeeded.
+pub fn kubectl_ok(cp: &ControlPlane, args: &[&str], stdin: &str) {
+    let out = kubectl(cp, args, stdin);
     assert!(
         out.status.success(),
         "kubectl {args:?}: {}",

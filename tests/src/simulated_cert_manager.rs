@@ -330,22 +330,19 @@ trait Configuration:
     fn client_configs(&mut self) -> Vec<&mut WebhookClientConfig>;
 }
 
-impl Configuration for MutatingWebhookConfiguration {
-    fn client_configs(&mut self) -> Vec<&mut WebhookClientConfig> {
-        self.webhooks
-            .iter_mut()
-            .flatten()
-            .map(|w| &mut w.client_config)
-            .collect()
-    }
+/// Both kinds hold their webhooks' client configurations the same way.
+macro_rules! configuration {
+    ($($kind:ty),*) => {$(
+        impl Configuration for $kind {
+            fn client_configs(&mut self) -> Vec<&mut WebhookClientConfig> {
+                self.webhooks
+                    .iter_mut()
+                    .flatten()
+                    .map(|w| &mut w.client_config)
+                    .collect()
+            }
+        }
+    )*};
 }
 
-impl Configuration for ValidatingWebhookConfiguration {
-    fn client_configs(&mut self) -> Vec<&mut WebhookClientConfig> {
-        self.webhooks
-            .iter_mut()
-            .flatten()
-            .map(|w| &mut w.client_config)
-            .collect()
-    }
-}
+configuration!(MutatingWebhookConfiguration, ValidatingWebhookConfiguration);

@@ -6,14 +6,13 @@
 //! operator objects too: their CRDs (`tests/crds/chart`) are installed first.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write as _;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use nova_controller::clusters::Caching;
 use nova_controller::clusters::availability::TargetClusterAvailability;
 use nova_controller::{nova, novacompute};
 use nova_test_harness::helm;
+use nova_testkit::charts::kubectl;
 use prometheus::core::Collector as _;
 use serde_json::Value;
 
@@ -216,7 +215,6 @@ async fn every_value_set_passes_a_server_side_dry_run() {
     )
     .await
     .expect("install the chart's CRDs");
-    let kubectl = nova_test_harness::testbin_dir().join("kubectl");
     for (name, extra) in VALUE_SETS {
         let ns = cp.namespace("chart").await.expect("namespace");
         // Without the `helm test` hooks: a dry run stores nothing, so the test pod's
@@ -229,21 +227,7 @@ async fn every_value_set_passes_a_server_side_dry_run() {
             .iter()
             .map(|d| format!("---\n{}\n", serde_json::to_string(d).expect("json")))
             .collect();
-        let mut child = Command::new(&kubectl)
-            .args(["--kubeconfig", &cp.kubeconfig_path().display().to_string()])
-            .args(["apply", "--dry-run=server", "-f", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("kubectl");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(stream.as_bytes())
-            .expect("write");
-        let out = child.wait_with_output().expect("kubectl");
+        let out = kubectl(cp, &["apply", "--dry-run=server", "-f", "-"], &stream);
         assert!(
             out.status.success(),
             "dry-run of the {name} rendering failed:\n{}",

@@ -22,10 +22,10 @@ use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use nova_test_harness::simulated_cert_manager::SimulatedCertManager;
-use nova_testkit::admission_load::{Load, Phases, Writes, assert_nothing_refused, load_for};
+use nova_testkit::admission_load::{Phases, assert_nothing_refused, load_for};
 use nova_testkit::prelude::*;
 
-use crate::certificate_drills::{STEADY, finalized_in_time, held_nova, injected};
+use crate::certificate_drills::{STEADY, dry_run_load, finalized_in_time, held_nova, injected};
 use crate::chart_install::on_the_real_node;
 
 /// What the webhook logs when it has loaded a rotated certificate from its mount.
@@ -106,14 +106,7 @@ async fn cert_manager_mode_keeps_admission_up_through_ca_and_key_rotating_renewa
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
 
     let phases = Phases::new(&["issued", "ca-renewed", "serving-renewed"]);
-    let load = Load::start_with(
-        &client,
-        &ns,
-        &phases,
-        Writes::DryRun {
-            update: STEADY.into(),
-        },
-    );
+    let load = dry_run_load(&client, &ns, &phases);
     load_for(Duration::from_secs(5)).await;
 
     // The CA renewed with its key. Nothing is injected yet: the injector reads the serving

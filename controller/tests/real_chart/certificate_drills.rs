@@ -17,6 +17,7 @@
 //! not call or trust the webhook) and each got a working webhook's answer; every deleted Nova
 //! was gone (its finalizer removed) within 30 s.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -69,6 +70,19 @@ pub(crate) async fn injected(client: &Client, name: &str) -> Vec<Vec<u8>> {
         .await
         .expect("the validating configuration");
     nova_webhook::selfsigned::injected_bundles(&mutating, &validating)
+}
+
+/// Eight clients' reviews of Novas in `ns` (dry runs: nothing stored, no controller work), the
+/// updates against the [`STEADY`] Nova.
+pub(crate) fn dry_run_load(client: &Client, ns: &str, phases: &Arc<Phases>) -> Load {
+    Load::start_with(
+        client,
+        ns,
+        phases,
+        Writes::DryRun {
+            update: STEADY.into(),
+        },
+    )
 }
 
 /// Creates the Nova `name` in `ns` (on schemas of its own) and waits until the controller
@@ -168,14 +182,7 @@ async fn the_chart_webhook_renews_and_recovers_its_certificate_under_load() {
     held_nova(&client, &ns, "doomed-secret").await;
 
     let phases = Phases::new(&["renewal", "secret-deleted"]);
-    let load = Load::start_with(
-        &client,
-        &ns,
-        &phases,
-        Writes::DryRun {
-            update: STEADY.into(),
-        },
-    );
+    let load = dry_run_load(&client, &ns, &phases);
 
     // The 90 s certificate: renewed before it expires, and the load runs past its expiry.
     let renewed = Wait::new(
@@ -271,14 +278,7 @@ async fn gitops_applies_keep_the_certificate(
     let before = certificate_state(client, &secrets, &secret, &fullname).await;
 
     let phases = Phases::new(&["gitops"]);
-    let load = Load::start_with(
-        client,
-        &ns,
-        &phases,
-        Writes::DryRun {
-            update: STEADY.into(),
-        },
-    );
+    let load = dry_run_load(client, &ns, &phases);
     for _ in 0..2 {
         let rendering = render();
         tokio::task::block_in_place(|| kubectl_ok(cp, &["apply", "-f", "-"], &rendering));
