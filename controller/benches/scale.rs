@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use scale_support::api_requests;
 use scale_support::controller_process::ControllerProcess;
+use scale_support::events;
 use scale_support::openstack_double::OpenStackDouble;
 use scale_support::prometheus;
 use scale_support::raw_capacity;
@@ -190,6 +191,7 @@ async fn run(n: usize) -> Run {
     }
     let at_convergence = controller.usage();
     let converged = api_requests::snapshot(&client).await;
+    let events = events::count(&client, &ns).await;
     loads.push(("converged".into(), load()));
     let waiting: Vec<(String, usize)> = progress.waiting().into_iter().collect();
     println!(
@@ -238,6 +240,7 @@ async fn run(n: usize) -> Run {
         steady_cpu_seconds,
         steady_seconds,
         converging: api_requests::delta(&converged, &before),
+        events,
         steady: api_requests::delta(&window_end, &window_start),
         reconciles: reconciles(&metrics),
         errors: errors(&metrics),

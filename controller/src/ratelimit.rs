@@ -1,8 +1,9 @@
 //! A client-side token bucket for the API client (`--client-qps`, `--client-burst`): a
 //! request may start when a token is free; tokens refill at `qps` per second up to `burst`.
-//! A quiet steady state needs no tokens at all; the bucket bounds what a runaway loop, or a
-//! restart warming every cache at once, can send. (tower's own `RateLimit` is a fixed window
-//! with no burst, hence this small layer.)
+//! Off by default (`--client-qps 0`: the API server's Priority and Fairness queues the client
+//! instead); when set, it bounds what a runaway loop, or a restart warming every cache at
+//! once, can send. (tower's own `RateLimit` is a fixed window with no burst, hence this small
+//! layer.)
 
 use std::future::Future;
 use std::pin::Pin;

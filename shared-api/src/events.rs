@@ -93,8 +93,6 @@ event_reasons! {
         "A workload Deployment's pod template changes; the note names the Deployment and the cause: `release`, `credential` (a referenced Secret changed), `operator upgrade` or `spec`, the first input that moved.";
     RolloutComplete: Normal, "Rollout", Nova,
         "A Deployment that started a rollout runs its new pod template on every replica; the note names the cause.";
-    DatabaseSynced: Normal, "Sync", Nova,
-        "The db-sync Job succeeded and the schema is current (on the transition of DatabaseReady).";
     DBSyncFailed: Warning, "Sync", Nova,
         "The db-sync Job failed (on the transition of DatabaseReady).";
     CellsReportUnavailable: Normal, "Sync", Nova,

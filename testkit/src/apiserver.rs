@@ -82,6 +82,23 @@ pub async fn writes(client: &Client, resource: &str, subresource: &str) -> u64 {
     .await
 }
 
+/// The API server's count of write requests for one resource and subresource that it
+/// answered with `code` (409: refused as stale or conflicting).
+pub async fn writes_answered(
+    client: &Client,
+    resource: &str,
+    subresource: &str,
+    code: &str,
+) -> u64 {
+    request_total(client, |l| {
+        has_label(l, "resource", &[resource])
+            && has_label(l, "subresource", &[subresource])
+            && has_label(l, "verb", &WRITE_VERBS)
+            && has_label(l, "code", &[code])
+    })
+    .await
+}
+
 /// The API server's count of requests with one of `verbs` against one of `resources`, any
 /// subresource.
 pub async fn requests(client: &Client, resources: &[&str], verbs: &[&str]) -> u64 {

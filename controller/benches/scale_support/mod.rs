@@ -2,6 +2,7 @@
 
 pub mod api_requests;
 pub mod controller_process;
+pub mod events;
 pub mod openstack_double;
 pub mod prometheus;
 pub mod raw_capacity;

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use super::api_requests::{Counts, is_write};
 use super::controller_process::Usage;
+use super::events::{self, ByReporter};
 use super::raw_capacity::Raw;
 use super::webhook_burst::{Burst, ENDPOINTS};
 
@@ -31,6 +32,8 @@ pub struct Run {
     pub steady_cpu_seconds: f64,
     pub steady_seconds: u64,
     pub converging: Counts,
+    /// The Event objects of the namespace at convergence, by reporter, kind and reason.
+    pub events: ByReporter,
     pub steady: Counts,
     /// (sub-reconciler, runs, mean ms, p50 ms, p99 ms) at the end of the steady window.
     pub reconciles: Vec<(String, u64, f64, f64, f64)>,
@@ -68,6 +71,41 @@ fn totals(counts: &Counts, n: usize) -> String {
         per(writes, n),
         per(reads, n)
     )
+}
+
+/// The writes of the operator while converging: every write of its resources but the events
+/// other components recorded (the API server counts every component's events in one row).
+fn own_writes(counts: &Counts, events: &ByReporter) -> f64 {
+    let all: f64 = counts
+        .iter()
+        .filter(|((v, _, _), _)| is_write(v))
+        .map(|(_, c)| c)
+        .sum();
+    let event_writes: f64 = counts
+        .iter()
+        .filter(|((v, r, _), _)| is_write(v) && r == "events")
+        .map(|(_, c)| c)
+        .sum();
+    let ours: u64 = events
+        .iter()
+        .filter(|((reporter, _, _), _)| events::OURS.contains(&reporter.as_str()))
+        .map(|(_, (_, occurrences))| occurrences)
+        .sum();
+    all - event_writes + ours as f64
+}
+
+fn events_table(out: &mut String, events: &ByReporter, n: usize) {
+    let _ = writeln!(
+        out,
+        "\n| reporter | on | reason | events | occurrences | events per Nova |\n| --- | --- | --- | ---: | ---: | ---: |"
+    );
+    for ((reporter, kind, reason), (objects, occurrences)) in events {
+        let _ = writeln!(
+            out,
+            "| {reporter} | {kind} | {reason} | {objects} | {occurrences} | {:.2} |",
+            per(*objects as f64, n)
+        );
+    }
 }
 
 fn table(out: &mut String, counts: &Counts, n: usize) {
@@ -215,12 +253,11 @@ fn client_limit() -> String {
     let qps = std::env::var("NOVA_CONTROLLER_CLIENT_QPS").ok();
     let burst = std::env::var("NOVA_CONTROLLER_CLIENT_BURST").ok();
     if qps.is_none() && burst.is_none() {
-        return "client QPS and burst at their defaults (20, 100)".into();
+        return "client QPS and burst at their defaults (0: no client-side limit, the API server's Priority and Fairness decides)".into();
     }
     let qps = match qps.as_deref() {
-        Some("0") => "0 (no limit)".to_owned(),
+        Some("0") | None => "0 (no limit)".to_owned(),
         Some(qps) => qps.to_owned(),
-        None => "20 (default)".to_owned(),
     };
     let burst = burst.unwrap_or_else(|| "100 (default)".into());
     format!(
@@ -305,6 +342,14 @@ pub fn render(run: &Run) -> String {
         run.at_end.rss_kib as f64 / 1024.0
     );
     let _ = writeln!(out, "| converging | {} |", totals(&run.converging, n));
+    let own = own_writes(&run.converging, &run.events);
+    let ours = events::ours(&run.events);
+    let _ = writeln!(
+        out,
+        "| converging, the operator's own writes (other components' events left out) | {own:.0} ({:.2}/Nova), of which {ours} Events ({:.2}/Nova) |",
+        per(own, n),
+        per(ours as f64, n)
+    );
     let _ = writeln!(
         out,
         "| steady window, {} s (target: 0 writes, 0 reads) | {} |",
@@ -340,6 +385,11 @@ pub fn render(run: &Run) -> String {
     render_bursts(&mut out, &run.bursts);
     let _ = writeln!(out, "\nRequests while converging (per Nova = total / {n}):");
     table(&mut out, &run.converging, n);
+    let _ = writeln!(
+        out,
+        "\nEvents in the namespace at convergence, by reporter (an event's repeats within six minutes are occurrences of one event, a PATCH each):"
+    );
+    events_table(&mut out, &run.events, n);
     let _ = writeln!(out, "\nRequests in the steady window:");
     table(&mut out, &run.steady, n);
     let _ = writeln!(
@@ -380,7 +430,7 @@ pub fn render(run: &Run) -> String {
     out
 }
 
-const HEADER: &str = "# Controller scale results\n\nWritten by `cargo bench -p nova-controller --bench scale` (`controller/benches/scale.rs`); each run rewrites the sections of the N it ran (`NOVA_SCALE_N`, a comma-separated list; N = 0 is the webhook bursts alone, in minutes). The control plane is the test harness's (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok playing every node and pod); the controller is the release `nova-controller` binary in a child process, cluster-wide, with its defaults. The MariaDB operator, the Gateway and OpenStack (Keystone and the Nova API of every pool, answering from memory) are SIMULATED by the bench. Request counts are the API server's `apiserver_request_total` for the resources the operator reads and writes, WATCH left out, status subresources only for Nova and NovaCompute (the other status writes are the kube controllers', kwok's and the simulated operators'); the events row counts every component's events. Convergence is measured from the controller's start, with every Nova and pool already created.\n";
+const HEADER: &str = "# Controller scale results\n\nWritten by `cargo bench -p nova-controller --bench scale` (`controller/benches/scale.rs`); each run rewrites the sections of the N it ran (`NOVA_SCALE_N`, a comma-separated list; N = 0 is the webhook bursts alone, in minutes). The control plane is the test harness's (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok playing every node and pod); the controller is the release `nova-controller` binary in a child process, cluster-wide, with its defaults. The MariaDB operator, the Gateway and OpenStack (Keystone and the Nova API of every pool, answering from memory) are SIMULATED by the bench. Request counts are the API server's `apiserver_request_total` for the resources the operator reads and writes, WATCH left out, status subresources only for Nova and NovaCompute (the other status writes are the kube controllers', kwok's and the simulated operators'); the events row counts every component's events, so each section also counts the namespace's Event objects by reporter and gives the operator's own writes without the other components' events. Convergence is measured from the controller's start, with every Nova and pool already created.\n";
 
 fn marker(n: usize, end: bool) -> String {
     format!("<!-- scale N={n}{} -->", if end { " end" } else { "" })

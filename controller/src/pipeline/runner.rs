@@ -25,6 +25,14 @@ use crate::clusters::{Clusters, Fleet, KubeCluster, Meta};
 use crate::crd_currency::Notice;
 use crate::metrics::Metrics;
 
+/// How long a CR's wake-ups must stay quiet before its pass runs (kube-runtime's trailing-edge
+/// debounce): a converging CR's children change in bursts (its Database, User and Grant objects
+/// turning Ready one after the other, five Deployments becoming available within a second), and
+/// each wake-up used to run a pass whose status differed from the last one's by a message, so
+/// a new Nova took about eleven status writes. One second lets a burst settle into one pass; a
+/// requeue is one second later too.
+pub const DEBOUNCE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How a controller runs.
 pub struct Options {
     /// The one namespace a namespace-scoped operator watches; None watches all.
@@ -142,7 +150,11 @@ pub async fn run<K: Reconciled>(
         );
     let kind = K::kind(&()).into_owned();
     Controller::for_stream(main, store)
-        .with_config(controller::Config::default().concurrency(options.concurrency))
+        .with_config(
+            controller::Config::default()
+                .concurrency(options.concurrency)
+                .debounce(DEBOUNCE),
+        )
         .reconcile_on(triggers)
         .graceful_shutdown_on(shutdown)
         .run(reconcile_within::<K>, error_policy::<K>, ctx)

@@ -153,9 +153,9 @@ pub async fn reconcile<K: Reconciled>(
     if let Some(outdated) = ctx.crd.once(cr.uid().as_deref()) {
         publish(&ctx, &cr, &[outdated]).await;
     }
-    count_jobs(&ctx, &api, &*cr, &pass.records).await;
+    let stamped = count_jobs(&ctx, &api, &*cr, &pass.records).await;
     let status = next_status(&*cr, pass.verdicts(), &pass.updates);
-    finish(&ctx, &api, &cr, outcome, &status).await
+    finish(&ctx, &api, &cr, outcome, &status, stamped).await
 }
 
 /// Whether the CR carries the pause annotation with the value `"true"`.
@@ -201,7 +201,7 @@ async fn hold<K: Reconciled>(
         };
         publish(ctx, cr, &[note]).await;
     }
-    settle(ctx, api, cr, Ok(Flow::Continue), Some(&status)).await?;
+    settle(ctx, api, cr, Ok(Flow::Continue), Some(&status), None).await?;
     Ok(Action::await_change())
 }
 
@@ -225,6 +225,7 @@ async fn target_unavailable<K: Reconciled>(
         cr,
         Ok(Flow::RequeueAfter(REQUEUE_SECRET_POLLING)),
         &status,
+        None,
     )
     .await
 }
@@ -272,7 +273,9 @@ async fn tear_down<K: Reconciled>(
         let status = pass
             .reported()
             .then(|| next_status(&**cr, pass.verdicts(), &pass.updates));
-        if let Flow::RequeueAfter(after) = settle(ctx, api, cr, outcome, status.as_ref()).await? {
+        if let Flow::RequeueAfter(after) =
+            settle(ctx, api, cr, outcome, status.as_ref(), None).await?
+        {
             return Ok(Action::requeue(after));
         }
     }
@@ -315,13 +318,15 @@ fn carries<K: Reconciled>(cr: &K, finalizer: &str) -> bool {
 }
 
 /// Writes the status if it changed and turns the outcome into the controller's action;
-/// both halves are reported when both failed.
+/// both halves are reported when both failed. `stamped` is the resourceVersion the pass's
+/// Job stamp left the CR at, if it stamped.
 async fn finish<K: Reconciled>(
     ctx: &Context<K>,
     api: &Api<K>,
     cr: &Arc<K>,
     outcome: Result<Flow, PipelineError>,
     status: &K::Status,
+    stamped: Option<String>,
 ) -> Result<Action, ReconcileError> {
     K::report_status(
         ctx.engine.metrics(),
@@ -329,7 +334,7 @@ async fn finish<K: Reconciled>(
         &cr.name_any(),
         status,
     );
-    let flow = settle(ctx, api, cr, outcome, Some(status)).await?;
+    let flow = settle(ctx, api, cr, outcome, Some(status), stamped).await?;
     ctx.backoff.forget(&ObjectRef::from_obj(&**cr));
     Ok(match flow {
         Flow::Continue => Action::requeue(RESYNC),
@@ -338,22 +343,31 @@ async fn finish<K: Reconciled>(
 }
 
 /// Writes `status` when there is one and it differs from the stored one, then settles the
-/// pass: its flow, or its failure (the pipeline's, the status write's, or both).
+/// pass: its flow, or its failure (the pipeline's, the status write's, or both). The write's
+/// precondition is the copy the pass read or, when the pass stamped its counted Jobs on the CR
+/// (`stamped`, which changed only annotations), the stamped one: the stamp would otherwise
+/// make every such write stale, and the next pass announce its transitions again.
 async fn settle<K: Reconciled>(
     ctx: &Context<K>,
     api: &Api<K>,
     cr: &Arc<K>,
     outcome: Result<Flow, PipelineError>,
     status: Option<&K::Status>,
+    stamped: Option<String>,
 ) -> Result<Flow, ReconcileError> {
     let written = match status {
         Some(status) => {
             let before = cr.status().cloned().unwrap_or_default();
-            let replaced = cr.resource_version();
+            let read = cr.resource_version();
+            let replaced: Vec<&str> = read
+                .as_deref()
+                .into_iter()
+                .chain(stamped.as_deref())
+                .collect();
             super::status::persist(
                 api,
                 &cr.name_any(),
-                replaced.as_deref(),
+                replaced.last().copied(),
                 &before,
                 status,
                 FIELD_MANAGER,
@@ -361,11 +375,8 @@ async fn settle<K: Reconciled>(
             .await
             .map(|written| {
                 if let Some(written) = written {
-                    ctx.superseded.wrote(
-                        &ObjectRef::from_obj(&**cr),
-                        replaced.as_deref(),
-                        &written,
-                    );
+                    ctx.superseded
+                        .wrote(&ObjectRef::from_obj(&**cr), &replaced, &written);
                 }
             })
         }
@@ -467,12 +478,18 @@ pub fn uncounted<'a>(
 
 /// Counts the pass's terminal Jobs exactly once per Job UID (`common-types.md` §3.4): one
 /// merge patch stamps every uncounted UID on the CR's annotations, guarded by the
-/// resourceVersion this pass read; only when it succeeded are the metrics recorded. A failed
-/// stamp records nothing this pass (the next one tries again) and says so.
-async fn count_jobs<K: Reconciled>(ctx: &Context<K>, api: &Api<K>, cr: &K, records: &[JobRecord]) {
+/// resourceVersion this pass read; only when it succeeded are the metrics recorded, and the
+/// stamped resourceVersion returned. A failed stamp records nothing this pass (the next one
+/// tries again) and says so.
+async fn count_jobs<K: Reconciled>(
+    ctx: &Context<K>,
+    api: &Api<K>,
+    cr: &K,
+    records: &[JobRecord],
+) -> Option<String> {
     let pending = uncounted(cr.annotations(), records);
     if pending.is_empty() {
-        return;
+        return None;
     }
     let annotations: serde_json::Map<String, serde_json::Value> = pending
         .iter()
@@ -490,7 +507,7 @@ async fn count_jobs<K: Reconciled>(ctx: &Context<K>, api: &Api<K>, cr: &K, recor
         .await;
     let namespace = cr.namespace().unwrap_or_default();
     match stamped {
-        Ok(_) => {
+        Ok(stamped) => {
             for r in pending {
                 ctx.engine.metrics().jobs(r.family).record(
                     &namespace,
@@ -499,6 +516,7 @@ async fn count_jobs<K: Reconciled>(ctx: &Context<K>, api: &Api<K>, cr: &K, recor
                     r.seconds,
                 );
             }
+            stamped.resource_version()
         }
         Err(e) => {
             tracing::warn!(error = %e, "stamping the counted Job UIDs failed; the Jobs are counted on a later pass");
@@ -518,6 +536,7 @@ async fn count_jobs<K: Reconciled>(ctx: &Context<K>, api: &Api<K>, cr: &K, recor
                 }
             }
             publish(ctx, cr, &deferred).await;
+            None
         }
     }
 }

@@ -1,6 +1,7 @@
 //! A quiet steady state, measured on the real API server with its own request counters
 //! (`apiserver_request_total` by verb and resource): passes over a Nova that waits on a
-//! missing Secret, then over the same Nova converged, issue no write and no GET or LIST.
+//! missing Secret, then over the same Nova converged, issue no write and no GET or LIST; and
+//! while it converged, no status write was refused as stale.
 //! (One test on its own control plane, so the counters see no other test's requests.)
 
 use std::time::Duration;
@@ -139,6 +140,12 @@ async fn waiting_and_converged_passes_issue_no_write_and_no_read() {
     put_default_user(&client, &ns).await;
     wait_for_reason(&novas, "nova", "SecretsAvailable").await;
     wait_converged(&novas, "nova", || Ok(())).await;
+    assert_eq!(
+        writes_answered(&client, "novas", "status", "409").await,
+        0,
+        "no status write was refused as stale while converging (after the db-sync Job's stamp, \
+         the stamped copy is the write's precondition)"
+    );
     let converged = five_passes(&client, &novas, &metrics, "converged").await;
     assert_eq!(
         converged,

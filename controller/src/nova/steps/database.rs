@@ -314,7 +314,7 @@ impl Tracking<'_> {
                     true,
                     Reason::DatabaseSynced,
                     "Database schema is up to date (revision verified)".to_owned(),
-                    Some(EventReason::DatabaseSynced),
+                    None,
                 )
             }
             Run::Create | Run::Recreate | Run::Running => plan
@@ -626,7 +626,10 @@ mod tests {
                 "Database schema is up to date (revision verified)"
             ))
         );
-        assert_eq!(events(&synced), ["DatabaseSynced"]);
+        assert!(
+            events(&synced).is_empty(),
+            "DatabaseReady turning True is the record: no event repeats it"
+        );
         assert_eq!(synced.flow, Flow::Continue);
         assert_eq!(
             synced.resolved.installed_release.as_deref(),
@@ -671,7 +674,7 @@ mod tests {
             fresh: true,
         });
         let first = plan(&nova, &observed, &configured());
-        assert_eq!(events(&first), ["CellsReportUnavailable", "DatabaseSynced"]);
+        assert_eq!(events(&first), ["CellsReportUnavailable"]);
         assert!(
             !first
                 .status
