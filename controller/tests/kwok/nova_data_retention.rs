@@ -55,6 +55,19 @@ async fn provisioned_and_held(client: &Client, ns: &str) {
     }
 }
 
+/// Waits until the controller's next pass has written `cleanupPolicy: Skip` back onto every
+/// MariaDB object (the one write per object after an operator upgrade).
+async fn policy_written_back(client: &Client, ns: &str) {
+    for (kind, name) in PROVISIONED {
+        Wait::new(format!("cleanupPolicy back on {kind}/{name}"), TIMEOUT)
+            .for_object(&mariadb_api(client, ns, kind), name, |o| {
+                o.data["spec"]["cleanupPolicy"] == "Skip"
+            })
+            .await
+            .expect("the controller wrote the policy back");
+    }
+}
+
 /// Asserts every held MariaDB object is still there with `cleanupPolicy: Skip`, then lets it go.
 async fn all_skip_then_release(client: &Client, ns: &str) {
     for (kind, name) in PROVISIONED {
@@ -71,10 +84,13 @@ async fn all_skip_then_release(client: &Client, ns: &str) {
 
 /// Injects: the Example Nova (default deletionPolicy) provisioned, its eight MariaDB objects
 /// held by a finalizer and stripped of their `cleanupPolicy` (as before the field existed),
-/// then a plain delete in one namespace and a delete with `propagationPolicy: Orphan` in
-/// another. Asserts: both Novas are finalized, and each MariaDB object the deletion reached
-/// (deleted by the finalizer, which first re-applies the policy, or orphaned) carries
-/// `cleanupPolicy: Skip`; after the plain delete each of them is being deleted.
+/// then a plain delete at once in one namespace, and in another, once the controller's next
+/// pass has written the policy back (as after an operator upgrade), a delete with
+/// `propagationPolicy: Orphan`: the garbage collector orphans the objects before a finalizing
+/// pass could write them, so their policy must be there before the delete. Asserts: both Novas
+/// are finalized, and each MariaDB object the deletion reached (deleted by the finalizer,
+/// which first re-applies the policy, or orphaned) carries `cleanupPolicy: Skip`; after the
+/// plain delete each of them is being deleted.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_deleted_novas_mariadb_objects_keep_their_schemas_by_default() {
     for (prefix, propagation) in [
@@ -87,6 +103,9 @@ async fn a_deleted_novas_mariadb_objects_keep_their_schemas_by_default() {
             .await
             .expect("create Nova");
         provisioned_and_held(&client, &ns).await;
+        if propagation.is_some() {
+            policy_written_back(&client, &ns).await;
+        }
         let params = DeleteParams {
             propagation_policy: propagation.clone(),
             ..DeleteParams::default()
