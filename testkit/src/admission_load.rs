@@ -132,7 +132,7 @@ impl Load {
                     writes.clone(),
                 );
                 tokio::spawn(async move {
-                    let mut client = Client {
+                    let mut sender = Sender {
                         novas,
                         ns,
                         id,
@@ -142,7 +142,7 @@ impl Load {
                     let mut i = 0usize;
                     while !stop.load(Ordering::SeqCst) {
                         let before = phases.index();
-                        let (op, outcome) = client.request(i).await;
+                        let (op, outcome) = sender.request(i).await;
                         let after = phases.index();
                         let phase = if before == after {
                             phases.names[before]
@@ -181,7 +181,7 @@ impl Load {
 }
 
 /// One load client.
-struct Client {
+struct Sender {
     novas: Api<DynamicObject>,
     ns: String,
     id: usize,
@@ -190,7 +190,7 @@ struct Client {
     created: Option<String>,
 }
 
-impl Client {
+impl Sender {
     /// Request `i`: a valid create, an update (removing the defaulted username and changing
     /// the region), or the invalid create.
     async fn request(&mut self, i: usize) -> (Op, Outcome) {

@@ -97,6 +97,15 @@ fn cert_manager(kind: &str, plural: &str) -> ApiResource {
     }
 }
 
+/// Whether `object` already carries the Ready condition this sets.
+fn reported_ready(object: &DynamicObject) -> bool {
+    object.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
 fn text(secret: &Secret, key: &str) -> Option<String> {
     String::from_utf8(secret.data.as_ref()?.get(key)?.0.clone()).ok()
 }
@@ -118,6 +127,8 @@ impl Simulation {
             .list(&ListParams::default())
             .await
             .map_err(kube_err("listing Issuers"))?
+            .iter()
+            .filter(|issuer| !reported_ready(issuer))
         {
             self.ready(&issuers, &issuer.name_any(), "the Issuer is ready")
                 .await?;

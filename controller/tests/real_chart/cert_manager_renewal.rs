@@ -18,8 +18,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, Secret};
-use kube::api::{Api, ListParams};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
 use kube::{Client, ResourceExt};
 use nova_test_harness::simulated_cert_manager::SimulatedCertManager;
 use nova_testkit::admission_load::{Phases, assert_nothing_refused, load_for};
@@ -27,44 +27,27 @@ use nova_testkit::prelude::*;
 
 use crate::certificate_drills::{STEADY, dry_run_load, finalized_in_time, held_nova, injected};
 use crate::chart_install::on_the_real_node;
+use crate::webhook_flood::{restarts, webhook_pod};
 
 /// What the webhook logs when it has loaded a rotated certificate from its mount.
 const RELOADED: &str = "serving certificate reloaded";
 
-/// The key of the Secret `name`.
-async fn key_of(secrets: &Api<Secret>, name: &str) -> Option<Vec<u8>> {
-    Some(
-        secrets
-            .get_opt(name)
-            .await
-            .ok()??
-            .data?
-            .get("tls.key")?
-            .0
-            .clone(),
-    )
+/// The key and the certificate of the TLS Secret `name`.
+async fn key_and_cert(secrets: &Api<Secret>, name: &str) -> Option<(Vec<u8>, Vec<u8>)> {
+    let data = secrets.get_opt(name).await.ok()??.data?;
+    Some((
+        data.get("tls.key")?.0.clone(),
+        data.get("tls.crt")?.0.clone(),
+    ))
 }
 
 /// The webhook container's log in `ns` (its one replica) and the container's restarts.
 async fn webhook_log(client: &Client, ns: &str) -> (String, i32) {
-    let pods = Api::<Pod>::namespaced(client.clone(), ns)
-        .list(&ListParams::default().labels("app.kubernetes.io/component=webhook"))
-        .await
-        .expect("the webhook's pods");
-    let pod = pods
-        .into_iter()
-        .find(|p| p.metadata.deletion_timestamp.is_none())
-        .expect("a webhook pod");
-    let restarts = pod
-        .status
-        .iter()
-        .flat_map(|s| s.container_statuses.iter().flatten())
-        .map(|c| c.restart_count)
-        .sum();
+    let pod = webhook_pod(client, ns).await;
     let log = nova_test_harness::pods::logs(client, ns, &pod.name_any(), "webhook")
         .await
         .expect("the webhook's log");
-    (log, restarts)
+    (log, restarts(&pod))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -112,17 +95,7 @@ async fn cert_manager_mode_keeps_admission_up_through_ca_and_key_rotating_renewa
     // The CA renewed with its key. Nothing is injected yet: the injector reads the serving
     // Certificate's Secret, whose ca.crt changes with its next issuance.
     phases.enter("ca-renewed");
-    let key_and_cert = |name: String| {
-        let secrets = secrets.clone();
-        async move {
-            let data = secrets.get_opt(&name).await.ok()??.data?;
-            Some((
-                data.get("tls.key")?.0.clone(),
-                data.get("tls.crt")?.0.clone(),
-            ))
-        }
-    };
-    let (ca_key, ca_cert) = key_and_cert(ca_secret.clone())
+    let (ca_key, ca_cert) = key_and_cert(&secrets, &ca_secret)
         .await
         .expect("the CA Secret");
     let bundle = injected(&client, &fullname).await;
@@ -130,7 +103,7 @@ async fn cert_manager_mode_keeps_admission_up_through_ca_and_key_rotating_renewa
     let renewed_key = Wait::new("the CA renewed", Duration::from_secs(60))
         .every(Duration::from_millis(500))
         .until(|| async {
-            key_and_cert(ca_secret.clone())
+            key_and_cert(&secrets, &ca_secret)
                 .await
                 .filter(|(_, cert)| *cert != ca_cert)
                 .map(|(key, _)| key)
@@ -145,11 +118,13 @@ async fn cert_manager_mode_keeps_admission_up_through_ca_and_key_rotating_renewa
     // (with the same key), until the kubelet updates its Secret volume (its sync period: about
     // a minute) and the webhook reloads.
     phases.enter("serving-renewed");
-    let serving_key = key_of(&secrets, &serving_secret).await;
+    let serving_key = key_and_cert(&secrets, &serving_secret).await.map(|p| p.0);
     cert_manager.renew(&format!("{fullname}-webhook"));
     Wait::new("the serving certificate reissued", Duration::from_secs(60))
         .every(Duration::from_millis(500))
-        .until(|| async { key_of(&secrets, &serving_secret).await != serving_key })
+        .until(|| async {
+            key_and_cert(&secrets, &serving_secret).await.map(|p| p.0) != serving_key
+        })
         .await
         .expect("a new serving key");
     Wait::new("the renewed CA injected", Duration::from_secs(60))

@@ -17,9 +17,11 @@
 //! not call or trust the webhook) and each got a working webhook's answer; every deleted Nova
 //! was gone (its finalizer removed) within 30 s.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
@@ -115,13 +117,7 @@ pub(crate) async fn finalized_in_time(client: &Client, ns: &str, name: &str) {
         .expect("delete the Nova");
     Wait::new(format!("Nova {ns}/{name} gone"), Duration::from_secs(120))
         .about::<Nova>(client, Some(ns), name)
-        .until(|| async {
-            match novas.get_opt(name).await {
-                Ok(None) => Seen::Done(()),
-                Ok(Some(n)) => Seen::Saw(format!("finalizers {:?}", n.finalizers())),
-                Err(e) => Seen::Saw(format!("reading it: {e}")),
-            }
-        })
+        .for_deletion(&novas, name)
         .await
         .expect("the deleted Nova is finalized");
     let took = started.elapsed();
@@ -141,17 +137,8 @@ async fn certificate_state(
     secrets: &Api<Secret>,
     secret: &str,
     config: &str,
-) -> (Option<Vec<String>>, Vec<Vec<u8>>) {
-    let data = secrets
-        .get(secret)
-        .await
-        .expect("the Secret")
-        .data
-        .map(|d| {
-            d.into_iter()
-                .map(|(k, v)| format!("{k}={}", String::from_utf8_lossy(&v.0)))
-                .collect()
-        });
+) -> (Option<BTreeMap<String, ByteString>>, Vec<Vec<u8>>) {
+    let data = secrets.get(secret).await.expect("the Secret").data;
     (data, injected(client, config).await)
 }
 

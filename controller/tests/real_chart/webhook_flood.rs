@@ -41,7 +41,7 @@ fn tools_pod(name: &str, script: &str) -> Pod {
 }
 
 /// The one webhook pod of the release in `ns`.
-async fn webhook_pod(client: &Client, ns: &str) -> Pod {
+pub(crate) async fn webhook_pod(client: &Client, ns: &str) -> Pod {
     let pods = Api::<Pod>::namespaced(client.clone(), ns)
         .list(&ListParams::default().labels("app.kubernetes.io/component=webhook"))
         .await
@@ -74,7 +74,7 @@ fn webhook_peak_rss(uid: &str) -> u64 {
 }
 
 /// The restarts of the webhook pod's container.
-fn restarts(pod: &Pod) -> i32 {
+pub(crate) fn restarts(pod: &Pod) -> i32 {
     pod.status
         .iter()
         .flat_map(|s| s.container_statuses.iter().flatten())
