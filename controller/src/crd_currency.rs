@@ -20,7 +20,7 @@ use kube::api::Api;
 use kube::{Client, Resource};
 
 use crate::metrics::Metrics;
-use crate::pipeline::plan::EventNote;
+use crate::objects::EventNote;
 use nova_api::events::EventReason;
 
 /// What a served CRD's digest says against the compiled one.

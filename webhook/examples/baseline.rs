@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::post;
+use nova_webhook::limits::Limits;
 use nova_webhook::metrics::Metrics;
-use nova_webhook::server::{self, Limits};
+use nova_webhook::server;
 use nova_webhook::tls::{self, CertStore};
 
 const RESPONSE: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"","allowed":true}}"#;

@@ -11,6 +11,7 @@ pub mod decode;
 pub mod field;
 pub mod grammar;
 pub mod idle;
+pub mod limits;
 pub mod lookups;
 pub mod metrics;
 pub mod review;

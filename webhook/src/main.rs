@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
+use nova_webhook::limits::Limits;
 use nova_webhook::lookups::KubeResolver;
 use nova_webhook::metrics::Metrics;
 use nova_webhook::selfsigned;
-use nova_webhook::server::{self, AppState, Limits};
+use nova_webhook::server::{self, AppState};
 use nova_webhook::tls::{self, CertStore};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -153,7 +154,7 @@ impl SelfSignedArgs {
     }
 }
 
-/// The admission server's limits (`server::Limits`; defaults sized for the chart's 128 Mi
+/// The admission server's limits (`limits::Limits`; defaults sized for the chart's 128 Mi
 /// memory limit, see the README).
 #[derive(Debug, clap::Args)]
 struct LimitArgs {

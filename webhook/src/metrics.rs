@@ -9,7 +9,7 @@ use prometheus::{
     Opts, Registry, TextEncoder,
 };
 
-use crate::server::Limits;
+use crate::limits::Limits;
 
 /// The registered metrics.
 pub struct Metrics {

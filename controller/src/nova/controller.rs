@@ -191,7 +191,8 @@ mod tests {
     use crate::clusters::Caching;
     use crate::nova::fixtures::example;
     use crate::pipeline::Reconciled;
-    use crate::pipeline::kinds::{Role, in_role, registration};
+    use crate::pipeline::kinds::{in_role, registration};
+    use crate::pipeline::uses::Role;
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
     use k8s_openapi::api::batch::v1::{CronJob, Job};

@@ -21,7 +21,8 @@ use kube::ResourceExt;
 use nova_api::conditions::NovaConditionType as C;
 use nova_api::v1alpha1::{Nova, NovaStatus};
 
-use crate::pipeline::kinds::{self, Role};
+use crate::pipeline::kinds;
+use crate::pipeline::uses::Role;
 use crate::pipeline::{Pass, PlanOf, Reconciled, Stage, member, parallel, seq};
 use steps::{
     compute_config, conductor, config, console_http_route, console_proxy, database, db_archive,

@@ -10,7 +10,7 @@ use super::resolved::Resolved;
 use super::{NovaPass, NovaPlan};
 use crate::clusters::{Caching, KindSpec};
 use crate::objects::kinds;
-use crate::pipeline::kinds::{Uses, owns};
+use crate::pipeline::uses::{Uses, owns};
 use crate::pipeline::{Plan, REQUEUE_DEPLOYMENT_POLLING, StepError, StepFuture, capability};
 use crate::render::http_route::{accepted, http_route};
 

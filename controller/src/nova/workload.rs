@@ -5,8 +5,6 @@
 //! phase a step whose rollout has not converged ends the pass, which is what rolls the roles
 //! in pipeline order.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use kube::ResourceExt;
@@ -14,112 +12,15 @@ use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::v1alpha1::{Nova, UpgradePhase};
 
 use super::resolved::Resolved;
-use super::rollout;
+use super::rollout::{self, Rollout};
 use super::{NovaPass, NovaPlan};
+use crate::clusters::ClusterExt;
 use crate::clusters::{Caching, KindSpec};
-use crate::clusters::{ClusterExt, FIELD_MANAGER};
 use crate::objects::Child;
-use crate::pipeline::kinds::{Uses, owns};
+use crate::pipeline::uses::{Uses, owns};
 use crate::pipeline::{Plan, REQUEUE_DEPLOYMENT_POLLING, StepError, StepFuture, Waiting};
 use crate::render::pod::{PodInputs, Role};
 use crate::render::workloads::{self, LiveReplicas};
-
-/// The rollout state of a live Deployment, the few fields the verdicts read.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Rollout {
-    /// metadata.generation.
-    pub generation: i64,
-    /// status.observedGeneration.
-    pub observed_generation: i64,
-    /// spec.replicas.
-    pub desired: i32,
-    /// This operator's apply owns spec.replicas (an HPA's scale takes the field over).
-    pub replicas_owned: bool,
-    /// status.replicas.
-    pub replicas: i32,
-    /// status.readyReplicas.
-    pub ready: i32,
-    /// status.updatedReplicas.
-    pub updated: i32,
-    /// The Available condition is True.
-    pub available: bool,
-    /// The image of each container of the pod template.
-    pub images: Vec<String>,
-    /// The pod template, as served.
-    pub template: serde_json::Value,
-    /// The pod template's annotations.
-    pub template_annotations: BTreeMap<String, String>,
-    /// The Deployment's own annotations.
-    pub annotations: BTreeMap<String, String>,
-}
-
-impl Rollout {
-    /// The rollout state of `deployment`.
-    pub fn of(deployment: &Deployment) -> Self {
-        let status = deployment.status.clone().unwrap_or_default();
-        let spec = deployment.spec.as_ref();
-        Self {
-            generation: deployment.metadata.generation.unwrap_or_default(),
-            observed_generation: status.observed_generation.unwrap_or_default(),
-            desired: spec.and_then(|s| s.replicas).unwrap_or(1),
-            replicas_owned: owns_replicas(deployment),
-            replicas: status.replicas.unwrap_or_default(),
-            ready: status.ready_replicas.unwrap_or_default(),
-            updated: status.updated_replicas.unwrap_or_default(),
-            available: status
-                .conditions
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Available" && c.status == "True"),
-            images: spec
-                .and_then(|s| s.template.spec.as_ref())
-                .map(|p| {
-                    p.containers
-                        .iter()
-                        .filter_map(|c| c.image.clone())
-                        .collect()
-                })
-                .unwrap_or_default(),
-            template: spec
-                .and_then(|s| serde_json::to_value(&s.template).ok())
-                .unwrap_or_default(),
-            template_annotations: spec
-                .and_then(|s| s.template.metadata.as_ref())
-                .and_then(|m| m.annotations.clone())
-                .unwrap_or_default(),
-            annotations: deployment.annotations().clone(),
-        }
-    }
-
-    /// How an autoscaled apply treats the live count.
-    fn live_replicas(&self) -> LiveReplicas {
-        if self.replicas_owned {
-            LiveReplicas::Owned(self.desired)
-        } else {
-            LiveReplicas::Released
-        }
-    }
-
-    /// Ready, surge-tolerant: the controller saw the current generation, at least the desired
-    /// count is ready, and the Deployment is Available.
-    pub fn ready(&self) -> bool {
-        self.observed_generation >= self.generation && self.ready >= self.desired && self.available
-    }
-
-    /// Rolled out: the controller saw the current generation, and every pod runs the current
-    /// template and is ready, with no old-template or surge pod left.
-    pub fn rolled_out(&self) -> bool {
-        self.observed_generation >= self.generation
-            && self.updated == self.desired
-            && self.ready == self.desired
-            && self.replicas == self.desired
-    }
-
-    /// Converged, strictly: rolled out, and the pod template runs `image`.
-    pub fn converged(&self, image: &str) -> bool {
-        self.rolled_out() && !self.images.is_empty() && self.images.iter().all(|i| i == image)
-    }
-}
 
 /// The live Deployment of `role`, as a rollout.
 pub async fn observe_rollout(pass: &NovaPass, role: Role) -> Result<Option<Rollout>, StepError> {
@@ -250,22 +151,6 @@ pub fn run(pass: &NovaPass, step: WorkloadStep) -> StepFuture<'_, Nova> {
             &pass.resolved,
         ))
     })
-}
-
-/// Whether this operator's `Apply` entry in `deployment`'s managedFields lists spec.replicas.
-fn owns_replicas(deployment: &Deployment) -> bool {
-    deployment
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|entry| {
-            entry.manager.as_deref() == Some(FIELD_MANAGER)
-                && entry.operation.as_deref() == Some("Apply")
-                && entry.subresource.as_deref().unwrap_or_default().is_empty()
-        })
-        .filter_map(|entry| entry.fields_v1.as_ref())
-        .any(|fields| !fields.0["f:spec"]["f:replicas"].is_null())
 }
 
 /// The plan of a workload step without a Service: apply the Deployment, then the verdict.

@@ -11,8 +11,8 @@ use nova_api::v1alpha1::{NovaCompute, NovaComputeNodeStatus};
 
 use super::resolved::NovaInputs;
 use super::{NovaComputePass, NovaComputePlan, ledger};
+use crate::objects::EventNote;
 use crate::openstack::{Client, Credentials, Endpoints};
-use crate::pipeline::EventNote;
 
 /// The client of this pass: the one an earlier step built, or a new one for the Nova, whose
 /// Services are reached through the Nova's cluster (`novacompute.md` §7.1: directly for a

@@ -24,8 +24,9 @@ use crate::objects::selects;
 use crate::openstack::Sessions;
 use crate::pipeline::Reconciled;
 use crate::pipeline::index::ObjectKey;
-use crate::pipeline::kinds::{Role, in_role, registered};
+use crate::pipeline::kinds::{in_role, registered};
 use crate::pipeline::runner::{self, placed_on};
+use crate::pipeline::uses::Role;
 
 /// Every kind the NovaCompute steps read or the controller watches, as the rows declare them
 /// (each step file's `KINDS`): the Nova, the Secrets, the owned ConfigMaps, DaemonSet and VPA,

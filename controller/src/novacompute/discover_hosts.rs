@@ -19,8 +19,8 @@ use crate::render::discover_hosts::discover_hosts_job;
 use crate::render::pod::{Digests, PodInputs};
 
 use crate::nova::job_run::{Terminal, terminal};
+use crate::objects::EventNote;
 use crate::objects::Owner;
-use crate::pipeline::EventNote;
 use crate::pipeline::effects::Effect;
 
 /// How long a finished Job stays before it is replaced.

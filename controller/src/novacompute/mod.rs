@@ -22,7 +22,8 @@ use kube::ResourceExt;
 use nova_api::conditions::{NovaComputeConditionType as C, Reason};
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus, NovaComputeStatus};
 
-use crate::pipeline::kinds::{self, Role};
+use crate::pipeline::kinds;
+use crate::pipeline::uses::Role;
 use crate::pipeline::{Pass, PlanOf, Reconciled, Stage, StepFuture, seq};
 use steps::{
     aggregates, compute_vpa, daemonset, nodes, nova_ref, pool_config, services, teardown, traits,

@@ -4,7 +4,10 @@
 //! data: this module depends on nothing of the crate, so the renderers, the steps and the
 //! handle can all import it.
 
+mod event_note;
 pub mod kinds;
+
+pub use event_note::EventNote;
 
 use std::collections::BTreeMap;
 

@@ -10,8 +10,8 @@ use std::time::Duration;
 use kube::runtime::controller::Action;
 
 use super::pass::Reconciled;
-use super::plan::EventNote;
 use super::skeleton::{Context, ReconcileError, reconcile};
+use crate::objects::EventNote;
 use nova_api::events::EventReason;
 
 /// The default pass deadline (`--pass-deadline-seconds`): a pass sends a few dozen requests,

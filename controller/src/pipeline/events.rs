@@ -19,7 +19,7 @@ use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 use nova_api::events::EventReason;
 
-use super::plan::EventNote;
+use crate::objects::EventNote;
 
 /// How long kube's Recorder keeps a series open.
 const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);

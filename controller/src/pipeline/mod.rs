@@ -24,6 +24,7 @@ pub mod runner;
 pub mod skeleton;
 pub mod status;
 pub mod superseded;
+pub mod uses;
 
 use std::time::Duration;
 
@@ -32,7 +33,7 @@ pub use pass::{
     ConditionType, Merge, Pass, PlanOf, Reconciled, Stage, Step, StepFuture, member,
     observe_then_plan, parallel, seq,
 };
-pub use plan::{EventNote, Gate, JobRecord, Plan, Prune, Removal, Verdict, Waiting};
+pub use plan::{Gate, JobRecord, Plan, Prune, Removal, Verdict, Waiting};
 
 use crate::clusters::ClusterError;
 

@@ -16,9 +16,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::StepError;
-use super::kinds::Uses;
-use super::plan::{EventNote, JobRecord, Plan, Verdict};
+use super::plan::{JobRecord, Plan, Verdict};
+use super::uses::Uses;
 use crate::clusters::{Cluster, Clusters, Handle};
+use crate::objects::EventNote;
 use crate::objects::Owner;
 
 /// A condition type enum of one kind.

@@ -3,15 +3,14 @@
 use std::sync::Arc;
 
 use kube::core::ApiResource;
-use kube::runtime::events::{Event, EventType};
 use nova_api::conditions::Reason;
-use nova_api::events::EventReason;
 
 use super::effects::{Effect, Effects, Outcome};
 use super::{Flow, StepError};
 use crate::metrics::JobFamily;
-use crate::objects::{Child, Labels};
+use crate::objects::{Child, EventNote, Labels};
 use crate::openstack::Client;
+use nova_api::events::EventReason;
 
 /// A gate: the value a step needs, or why it waits for it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,38 +72,6 @@ pub struct Verdict<C> {
     pub reason: Reason,
     /// The message.
     pub message: String,
-}
-
-/// An event a plan publishes on its CR; its type and action come with its reason.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EventNote {
-    /// The event reason.
-    pub reason: EventReason,
-    /// The event note (never a secret value).
-    pub note: String,
-}
-
-impl EventNote {
-    /// The Kubernetes event type.
-    pub fn type_(&self) -> EventType {
-        if self.reason.warning() {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        }
-    }
-
-    /// The event the recorder publishes: the action is the reason's verb (a series per
-    /// distinct note is the [`super::events::Publisher`]'s business).
-    pub fn event(&self) -> Event {
-        Event {
-            type_: self.type_(),
-            reason: self.reason.as_str().to_owned(),
-            note: Some(self.note.clone()),
-            action: self.reason.action().to_owned(),
-            secondary: None,
-        }
-    }
 }
 
 /// Objects of one kind a plan prunes: those matching `selector` that the CR controls, except
@@ -355,19 +322,6 @@ impl<C, S, R: Default> Plan<C, S, R> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_event_carries_its_reasons_type_and_verb_and_the_whole_note() {
-        let note = EventNote {
-            reason: EventReason::HostDiscoveryFailed,
-            note: "é".repeat(100),
-        };
-        let event = note.event();
-        assert_eq!(event.type_, EventType::Warning);
-        assert_eq!(event.reason, "HostDiscoveryFailed");
-        assert_eq!(event.action, "Register");
-        assert_eq!(event.note.as_deref(), Some("é".repeat(100).as_str()));
-    }
 
     #[test]
     fn gates_chain_with_question_mark() {

@@ -30,11 +30,12 @@ use super::conditions;
 use super::engine::{Engine, PipelineError};
 use super::events::Publisher;
 use super::pass::{ConditionType, Pass, Reconciled};
-use super::plan::{EventNote, JobRecord, Verdict};
+use super::plan::{JobRecord, Verdict};
 use super::superseded::Superseded;
 use super::{Flow, REQUEUE_NEXT_PASS, REQUEUE_SECRET_POLLING, REQUEUE_SUPERSEDED};
 use crate::clusters::{ClusterError, Clusters, FIELD_MANAGER, Teardown};
 use crate::crd_currency::Notice;
+use crate::objects::EventNote;
 
 /// The finalizer of a CR whose children live on a target cluster, shared across operators:
 /// held until the remote sweep ran (or the target was abandoned).

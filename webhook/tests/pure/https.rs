@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use nova_certs::{CertificateAuthority, IssuedCert};
+use nova_webhook::limits::Limits;
 use nova_webhook::lookups::{Lookups, Needs, NovaRelease, PriorityClassLookup};
 use nova_webhook::metrics::Metrics;
 use nova_webhook::review::{Offline, Resolver};
-use nova_webhook::server::{self, AppState, Limits};
+use nova_webhook::server::{self, AppState};
 use nova_webhook::tls::{self, CertStore};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};

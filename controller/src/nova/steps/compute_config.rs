@@ -14,7 +14,7 @@ use crate::clusters::SecretValues;
 use crate::clusters::{Caching, KindSpec};
 use crate::nova::resolved::{Resolved, StatusUpdate};
 use crate::nova::{NovaPass, NovaPlan};
-use crate::pipeline::kinds::{Uses, names, owns};
+use crate::pipeline::uses::{Uses, names, owns};
 use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
 use crate::render::broker_url::{self, UrlProblem};
 use crate::render::children::{ContractSecrets, contract_data, derived_secret};

@@ -17,7 +17,7 @@ use crate::clusters::{ClusterError, ClusterExt, ClusterReads};
 use crate::nova::resolved::Resolved;
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::{Labels, Owner};
-use crate::pipeline::kinds::{Uses, owns, reads};
+use crate::pipeline::uses::{Uses, owns, reads};
 use crate::pipeline::{
     ConditionType, Plan, PlanOf, Prune, Reconciled, StepError, StepFuture, observe_then_plan,
 };

@@ -11,7 +11,8 @@ use nova_api::v1alpha1::Nova;
 
 use super::metadata::with_service;
 use crate::nova::resolved::Resolved;
-use crate::nova::workload::{self, Rollout, WorkloadStep};
+use crate::nova::rollout::Rollout;
+use crate::nova::workload::{self, WorkloadStep};
 use crate::nova::{NovaPass, NovaPlan};
 use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
 use crate::render::pod::Role;

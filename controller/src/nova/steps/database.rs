@@ -24,7 +24,7 @@ use crate::nova::resolved::{Resolved, StatusUpdate};
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::kinds;
 use crate::pipeline::conditions::is_new;
-use crate::pipeline::kinds::{Uses, names, owns};
+use crate::pipeline::uses::{Uses, names, owns};
 use crate::pipeline::{
     Plan, REQUEUE_DATABASE_WAIT, REQUEUE_NEXT_PASS, REQUEUE_UPGRADE_WAIT, StepError, StepFuture,
     Waiting, observe_then_plan,

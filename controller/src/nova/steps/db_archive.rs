@@ -22,7 +22,7 @@ use crate::nova::resolved::Resolved;
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::controller_of;
 use crate::pipeline::conditions::is_new;
-use crate::pipeline::kinds::{Uses, owns, reads};
+use crate::pipeline::uses::{Uses, owns, reads};
 use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
 use crate::render::db_jobs::{ARCHIVE_COMPONENT, archive_cron_job, maintenance_labels};
 use crate::render::pod::PodInputs;

@@ -15,10 +15,11 @@ use super::console_proxy::enabled as proxy_enabled;
 use super::metadata::with_service;
 use crate::clusters::{Caching, KindSpec};
 use crate::nova::resolved::{Resolved, StatusUpdate};
-use crate::nova::workload::{self, Rollout, WorkloadStep};
+use crate::nova::rollout::Rollout;
+use crate::nova::workload::{self, WorkloadStep};
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::Child;
-use crate::pipeline::kinds::{Uses, owns};
+use crate::pipeline::uses::{Uses, owns};
 use crate::pipeline::{
     REQUEUE_DEPLOYMENT_POLLING, REQUEUE_NEXT_PASS, StepError, StepFuture, Waiting,
     observe_then_plan,

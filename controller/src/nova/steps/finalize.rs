@@ -12,7 +12,7 @@ use crate::nova::resolved::Resolved;
 use crate::nova::steps::database::mariadb_child;
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::{Child, kinds};
-use crate::pipeline::kinds::{Uses, reads};
+use crate::pipeline::uses::{Uses, reads};
 use crate::pipeline::{Plan, REQUEUE_DATABASE_WAIT, StepError, StepFuture, observe_then_plan};
 
 /// The MariaDB object names of the managed schemas: `{name}-api`, `{name}`, and cell0's

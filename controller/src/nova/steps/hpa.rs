@@ -11,7 +11,7 @@ use crate::clusters::{Caching, KindSpec};
 use crate::nova::resolved::Resolved;
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::Child;
-use crate::pipeline::kinds::{Uses, owns};
+use crate::pipeline::uses::{Uses, owns};
 use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
 use crate::render::autoscaling::api_hpa;
 

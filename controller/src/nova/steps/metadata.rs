@@ -7,7 +7,8 @@ use nova_api::conditions::{NovaConditionType, Reason};
 use nova_api::v1alpha1::Nova;
 
 use crate::nova::resolved::Resolved;
-use crate::nova::workload::{self, Rollout, WorkloadStep};
+use crate::nova::rollout::Rollout;
+use crate::nova::workload::{self, WorkloadStep};
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::Child;
 use crate::pipeline::{StepError, StepFuture, observe_then_plan};

@@ -14,7 +14,7 @@ use crate::clusters::{Caching, KindSpec};
 use crate::nova::resolved::Resolved;
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::Child;
-use crate::pipeline::kinds::{Uses, owns};
+use crate::pipeline::uses::{Uses, owns};
 use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
 use crate::render::network_policy::{PolicyInputs, main_policy, proxy_policy};
 

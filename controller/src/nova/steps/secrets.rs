@@ -13,7 +13,7 @@ use crate::clusters::{Caching, KindSpec};
 use crate::nova::resolved::{Digests, Resolved};
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::kinds;
-use crate::pipeline::kinds::{Uses, names};
+use crate::pipeline::uses::{Uses, names};
 use crate::pipeline::{
     Gate, Plan, REQUEUE_SECRET_POLLING, StepError, StepFuture, Waiting, observe_then_plan,
 };

@@ -15,7 +15,7 @@ use crate::clusters::{Caching, KindSpec};
 use crate::nova::resolved::{Digests, Resolved};
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::kinds;
-use crate::pipeline::kinds::{Uses, names, owns};
+use crate::pipeline::uses::{Uses, names, owns};
 use crate::pipeline::{
     Gate, Plan, REQUEUE_SECRET_POLLING, StepError, StepFuture, Waiting, observe_then_plan,
 };

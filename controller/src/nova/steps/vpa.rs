@@ -11,7 +11,7 @@ use crate::clusters::{Caching, KindSpec};
 use crate::nova::resolved::Resolved;
 use crate::nova::{NovaPass, NovaPlan};
 use crate::objects::kinds;
-use crate::pipeline::kinds::{Uses, owns};
+use crate::pipeline::uses::{Uses, owns};
 use crate::pipeline::{Plan, StepError, StepFuture, capability, observe_then_plan};
 use crate::render::autoscaling::vpa;
 use crate::render::pod::Role;

@@ -25,10 +25,11 @@ use crate::pipeline::{REQUEUE_DEPLOYMENT_POLLING, StepFuture};
 use nova_api::conditions::Reason;
 use nova_api::v1alpha1::{NodePhase, NovaCompute, NovaComputeNodeStatus};
 
+use crate::objects::EventNote;
 use crate::openstack::action::{Action, Done, failed};
 use crate::openstack::nova::Aggregate;
 use crate::openstack::{Client, OpenStackError};
-use crate::pipeline::{EventNote, effects};
+use crate::pipeline::effects;
 
 /// The metadata key of the marker (no slash: Nova restricts metadata keys).
 pub const MARKER_KEY: &str = "c5c3.io:nova";

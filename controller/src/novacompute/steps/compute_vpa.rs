@@ -12,7 +12,7 @@ use crate::clusters::{Caching, KindSpec};
 use crate::novacompute::resolved::Resolved;
 use crate::novacompute::{NovaComputePass, NovaComputePlan, nova_side};
 use crate::objects::kinds;
-use crate::pipeline::kinds::{Uses, owns};
+use crate::pipeline::uses::{Uses, owns};
 use crate::pipeline::{Plan, StepError, StepFuture, capability, observe_then_plan};
 use crate::render::autoscaling::vpa_of;
 

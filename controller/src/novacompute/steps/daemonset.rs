@@ -18,7 +18,7 @@ use crate::clusters::{Caching, KindSpec};
 use crate::novacompute::resolved::{Resolved, StatusUpdate};
 use crate::novacompute::{NovaComputePass, NovaComputePlan, nova_side};
 use crate::objects::Child;
-use crate::pipeline::kinds::{Uses, owns};
+use crate::pipeline::uses::{Uses, owns};
 use crate::pipeline::{Plan, StepError, StepFuture, observe_then_plan};
 use crate::render::compute_daemonset::{PoolInputs, daemonset, node_affinity};
 

@@ -21,7 +21,7 @@ use crate::clusters::{ClusterError, Meta};
 use crate::novacompute::resolved::{NodeSets, Resolved, StatusUpdate};
 use crate::novacompute::{NovaComputePass, NovaComputePlan, held, ledger, nova_side};
 use crate::objects::selects;
-use crate::pipeline::kinds::{Uses, reads};
+use crate::pipeline::uses::{Uses, reads};
 use crate::pipeline::{Plan, REQUEUE_SECRET_POLLING, StepError, StepFuture, observe_then_plan};
 
 const CONDITION: NovaComputeConditionType = NovaComputeConditionType::NodesReady;

@@ -19,7 +19,7 @@ use crate::clusters::{ClusterError, ClusterExt, SecretValues};
 use crate::novacompute::resolved::{NovaCluster, NovaInputs, Resolved, ServiceCredentials};
 use crate::novacompute::{NovaComputePass, NovaComputePlan};
 use crate::openstack::trust::CaBundle;
-use crate::pipeline::kinds::{Uses, reads};
+use crate::pipeline::uses::{Uses, reads};
 use crate::pipeline::{
     Plan, REQUEUE_SECRET_POLLING, StepError, StepFuture, Waiting, observe_then_plan,
 };

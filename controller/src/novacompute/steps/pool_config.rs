@@ -15,7 +15,7 @@ use crate::clusters::{Caching, KindSpec};
 use crate::nova::steps::config::{Historical, history, kept, report_extra_config_of};
 use crate::novacompute::resolved::{PoolConfig, Resolved};
 use crate::novacompute::{NovaComputePass, NovaComputePlan, nova_side};
-use crate::pipeline::kinds::{Uses, names, owns};
+use crate::pipeline::uses::{Uses, names, owns};
 use crate::pipeline::{
     Plan, Prune, REQUEUE_SECRET_POLLING, StepError, StepFuture, observe_then_plan,
 };

@@ -31,15 +31,15 @@ use crate::novacompute::{
     REQUEUE_HOST_DISCOVERY_POLLING, compute_api, discover_hosts, nova_side,
 };
 use crate::pipeline::StepFuture;
-use crate::pipeline::kinds::{Uses, reads};
+use crate::pipeline::uses::{Uses, reads};
 
 use nova_api::conditions::Reason;
 use nova_api::v1alpha1::{NodePhase, NovaComputeNodeStatus};
 
+use crate::objects::EventNote;
 use crate::openstack::Client;
 use crate::openstack::action::{Action, Done};
 use crate::openstack::nova::{ComputeService, ServiceDeletion};
-use crate::pipeline::EventNote;
 use crate::pipeline::effects;
 
 use crate::openstack::action::failed;

@@ -29,10 +29,10 @@ use crate::clusters::Handle;
 use crate::novacompute::hypervisors::{
     ClusterHypervisors, Hypervisor, HypervisorFailure, Hypervisors, failure, patch,
 };
+use crate::objects::EventNote;
 use crate::openstack::Client;
 use crate::openstack::action::{Action, Done};
 use crate::openstack::placement::{TraitDeletion, TraitEnsured};
-use crate::pipeline::EventNote;
 use crate::pipeline::effects::{self, Effect, Outcome as EffectOutcome};
 
 /// The Node annotation the hypervisor operator copies into `spec.customTraits` itself; a node
