@@ -1,5 +1,6 @@
 //! The contract between `nova-webhook` and `nova-controller`: the custom resource types and
-//! every name, condition, owned key and resolved value both binaries must agree on.
+//! every name, condition, owned key and resolved value both binaries must agree on, and the
+//! runtime log filter both follow.
 
 pub mod claims;
 pub mod conditions;
@@ -9,6 +10,7 @@ pub mod effective;
 pub mod events;
 pub mod ini_text;
 pub mod labels;
+pub mod logging;
 pub mod names;
 pub mod owned_keys;
 pub mod reference;

@@ -159,6 +159,16 @@ impl LocalWebhook {
             .unwrap_or(0)
     }
 
+    /// The last `lines` lines of the process's log, for a failure message.
+    pub fn log_tail(&self, lines: usize) -> String {
+        process::log_tail(&self.spec.log, lines)
+    }
+
+    /// Whether its `/readyz` answers 200 now.
+    pub async fn ready(&self) -> bool {
+        readyz(self.metrics_port).await
+    }
+
     /// SIGKILLs the process and reaps it; the ports are free once this returns.
     pub fn kill(&mut self) -> Result<()> {
         if let Some(mut component) = self.running.take() {

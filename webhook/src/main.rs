@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
+use nova_api::logging::{self, Filtered};
 use nova_webhook::limits::Limits;
 use nova_webhook::lookups::KubeResolver;
 use nova_webhook::metrics::Metrics;
@@ -15,12 +16,31 @@ use nova_webhook::server::{self, AppState};
 use nova_webhook::tls::{self, CertStore};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tracing_subscriber::Layer;
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum LogFormat {
     Text,
     Json,
 }
+
+impl LogFormat {
+    /// The webhook's log lines on standard error, a JSON line's fields at its top level,
+    /// coloured only on a terminal (a log collector must never see escape codes).
+    fn output(self) -> Box<dyn Layer<Filtered> + Send + Sync> {
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+        let output = tracing_subscriber::fmt::layer()
+            .with_ansi(ansi)
+            .with_writer(std::io::stderr);
+        match self {
+            LogFormat::Text => output.boxed(),
+            LogFormat::Json => output.json().flatten_event(true).boxed(),
+        }
+    }
+}
+
+/// The log filter when neither --log-filter-file nor RUST_LOG gives one.
+const LOG_FILTER: &str = "info";
 
 /// The admission webhook of the Nova operator.
 ///
@@ -75,6 +95,11 @@ struct Args {
         default_value = "text"
     )]
     log_format: LogFormat,
+    /// A file holding the log filter (`EnvFilter` syntax, as RUST_LOG), read at start and every
+    /// 5 s after: a changed content becomes the filter without a restart (the chart mounts its
+    /// logging ConfigMap here). Over RUST_LOG while it is readable and valid.
+    #[arg(long, env = "NOVA_WEBHOOK_LOG_FILTER_FILE")]
+    log_filter_file: Option<PathBuf>,
     #[command(flatten)]
     limits: LimitArgs,
 }
@@ -204,18 +229,6 @@ impl LimitArgs {
     }
 }
 
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-    }
-}
-
 async fn kube_client(kubeconfig: Option<&PathBuf>) -> Result<kube::Client, String> {
     let config = match kubeconfig {
         Some(path) => {
@@ -258,7 +271,14 @@ async fn shutdown_signal() {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    init_logging(args.log_format);
+    let (filter, in_force) = logging::init(
+        args.log_format.output(),
+        args.log_filter_file.as_deref(),
+        LOG_FILTER,
+    );
+    if let Some(path) = args.log_filter_file.clone() {
+        tokio::spawn(logging::follow(path, filter, in_force));
+    }
     let limits = args.limits.limits().context("the limit flags")?;
     let _ = rustls::crypto::ring::default_provider().install_default();
     nova_webhook::catalog::init().context("embedded option catalogs")?;

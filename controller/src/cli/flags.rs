@@ -4,12 +4,27 @@
 use std::net::SocketAddr;
 
 use clap::ValueEnum;
+use nova_api::logging::Filtered;
+use tracing_subscriber::Layer;
 
 /// Log output format.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum LogFormat {
     Text,
     Json,
+}
+
+impl LogFormat {
+    /// The controller's log lines on standard output, coloured only on a terminal (a log
+    /// collector must never see escape codes).
+    pub fn output(self) -> Box<dyn Layer<Filtered> + Send + Sync> {
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+        let output = tracing_subscriber::fmt::layer().with_ansi(ansi);
+        match self {
+            LogFormat::Text => output.boxed(),
+            LogFormat::Json => output.json().boxed(),
+        }
+    }
 }
 
 /// Flags of the controller itself.

@@ -4,7 +4,6 @@
 
 mod admin;
 mod flags;
-mod logging;
 mod selftest;
 mod serve;
 mod subcommands;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use kube::client::ClientBuilder;
 use kube::{Api, Client, Config};
+use nova_api::logging;
 use nova_api::v1alpha1::{Nova, NovaCompute};
 use nova_controller::bounded::RequestTimeoutLayer;
 use nova_controller::clusters::{ABANDON_AFTER, Fleet, KubeCluster, Registry, availability};
@@ -21,7 +22,9 @@ use tokio::sync::watch;
 
 use super::admin;
 use super::flags::Flags;
-use super::logging;
+
+/// The log filter when neither --log-filter-file nor RUST_LOG gives one.
+const LOG_FILTER: &str = "info,kube=warn";
 
 /// How long a shutdown waits for in-flight reconciles before the lease is handed back (inside
 /// the pod's default 30 s grace period).
@@ -29,7 +32,11 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Runs both controllers until a shutdown is requested or the lead is lost.
 pub async fn run(flags: Flags) -> anyhow::Result<()> {
-    let (filter, in_force) = logging::init(flags.log_format, flags.log_filter_file.as_deref());
+    let (filter, in_force) = logging::init(
+        flags.log_format.output(),
+        flags.log_filter_file.as_deref(),
+        LOG_FILTER,
+    );
     if let Some(path) = flags.log_filter_file.clone() {
         tokio::spawn(logging::follow(path, filter, in_force));
     }

@@ -1004,48 +1004,48 @@ fn every_alert_links_a_runbook_that_exists() {
     assert_eq!(written, linked, "a runbook without its alert");
 }
 
-/// The controller follows its log filter in a ConfigMap of its own, mounted where its
-/// `--log-filter-file` points; `controller.logLevel` fills it.
+/// Each binary follows its log filter in a ConfigMap of its own, mounted where its
+/// `--log-filter-file` points; `<binary>.logLevel` fills it, and no RUST_LOG competes with it.
 #[test]
-fn the_controller_follows_its_log_filter_in_a_configmap() {
-    let docs = render(&["--set", "controller.logLevel=debug\\,kube=info"]);
-    let config = find(&docs, "ConfigMap", "nova-operator-controller-logging");
-    assert_eq!(config["data"]["filter"], "debug,kube=info");
-    let deployment = find(&docs, "Deployment", "nova-operator-controller");
-    let pod = &deployment["spec"]["template"]["spec"];
-    let container = &pod["containers"][0];
-    let args = strings(&container["args"]);
-    let file = args
-        .iter()
-        .find_map(|a| a.strip_prefix("--log-filter-file="))
-        .expect("--log-filter-file");
-    let mount = container["volumeMounts"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|m| m["name"] == "logging")
-        .expect("the logging mount");
-    assert_eq!(
-        Some(file),
-        mount["mountPath"]
-            .as_str()
-            .map(|dir| format!("{dir}/filter"))
-            .as_deref()
-    );
-    let volume = pod["volumes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|v| v["name"] == "logging")
-        .expect("the logging volume");
-    assert_eq!(
-        volume["configMap"]["name"],
-        "nova-operator-controller-logging"
-    );
-    assert!(
-        !container["env"].to_string().contains("RUST_LOG"),
-        "the file is the one source of the filter"
-    );
+fn both_binaries_follow_their_log_filter_in_a_configmap() {
+    for binary in ["controller", "webhook"] {
+        let docs = render(&["--set", &format!("{binary}.logLevel=debug\\,kube=info")]);
+        let config_map = format!("nova-operator-{binary}-logging");
+        let config = find(&docs, "ConfigMap", &config_map);
+        assert_eq!(config["data"]["filter"], "debug,kube=info", "{binary}");
+        let pod = pod_spec(&docs, &format!("nova-operator-{binary}"));
+        let container = &pod["containers"][0];
+        let args = strings(&container["args"]);
+        let file = args
+            .iter()
+            .find_map(|a| a.strip_prefix("--log-filter-file="))
+            .expect("--log-filter-file");
+        let mount = container["volumeMounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m["name"] == "logging")
+            .expect("the logging mount");
+        assert_eq!(
+            Some(file),
+            mount["mountPath"]
+                .as_str()
+                .map(|dir| format!("{dir}/filter"))
+                .as_deref(),
+            "{binary}"
+        );
+        let volume = pod["volumes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|v| v["name"] == "logging")
+            .expect("the logging volume");
+        assert_eq!(volume["configMap"]["name"], config_map.as_str());
+        assert!(
+            !container["env"].to_string().contains("RUST_LOG"),
+            "{binary}: the file is the one source of the filter"
+        );
+    }
 }
 
 /// The pod spec of one of the two Deployments.
@@ -1141,7 +1141,7 @@ fn extra_args_env_and_volumes_come_after_the_charts_own() {
         .iter()
         .filter_map(|e| e["name"].as_str())
         .collect();
-    assert_eq!(names, ["RUST_LOG", "NOVA_WEBHOOK_NAMESPACE", "TZ"]);
+    assert_eq!(names, ["NOVA_WEBHOOK_NAMESPACE", "TZ"]);
 
     // Volumes and mounts: the logging ConfigMap first.
     let names = |list: &Value| -> Vec<String> {
@@ -1162,20 +1162,23 @@ fn extra_args_env_and_volumes_come_after_the_charts_own() {
         controller["volumeMounts"][1],
         serde_json::json!({"name": "ca-bundle", "mountPath": "/etc/nova-controller/ca", "readOnly": true})
     );
-    // The self-signed webhook mounts nothing of its own: only the extra volume.
+    // The self-signed webhook mounts only its logging ConfigMap of its own.
     assert_eq!(
         names(&pod_spec(&docs, "nova-operator-webhook")["volumes"]),
-        ["tmp"]
+        ["logging", "tmp"]
     );
-    assert_eq!(names(&webhook["volumeMounts"]), ["tmp"]);
-    // With cert-manager its certificate comes first.
+    assert_eq!(names(&webhook["volumeMounts"]), ["logging", "tmp"]);
+    // With cert-manager its certificate comes after the logging ConfigMap.
     let mut with_cert_manager = extra.to_vec();
     with_cert_manager.extend(["--set", "webhook.certificate.certManager.enabled=true"]);
     let docs = render(&with_cert_manager);
     let pod = pod_spec(&docs, "nova-operator-webhook");
-    assert_eq!(names(&pod["volumes"]), ["tls", "tmp"]);
-    assert_eq!(names(&pod["containers"][0]["volumeMounts"]), ["tls", "tmp"]);
-    assert_eq!(pod["containers"][0]["volumeMounts"][0]["mountPath"], "/tls");
+    assert_eq!(names(&pod["volumes"]), ["logging", "tls", "tmp"]);
+    assert_eq!(
+        names(&pod["containers"][0]["volumeMounts"]),
+        ["logging", "tls", "tmp"]
+    );
+    assert_eq!(pod["containers"][0]["volumeMounts"][1]["mountPath"], "/tls");
 }
 
 /// Both pods pull with the top-level imagePullSecrets, given as names or as {name: ...}; none

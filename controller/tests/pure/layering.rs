@@ -93,7 +93,11 @@ fn every_module_stands_on_a_floor() {
 fn imports_run_downhill_only() {
     let named = Regex::new(r"crate::([a-z_]+)").expect("the pattern");
     let files = library_files();
-    assert!(files.len() > 100, "the library's files are found: {}", files.len());
+    assert!(
+        files.len() > 100,
+        "the library's files are found: {}",
+        files.len()
+    );
     let mut uphill: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (top, path) in &files {
         let Some(floor) = floor_of(top) else { continue };

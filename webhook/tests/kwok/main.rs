@@ -5,3 +5,4 @@
 mod certificates;
 mod drills;
 mod e2e;
+mod log_filter;

@@ -1,23 +1,20 @@
-//! The controller's log output and its filter, switchable at runtime.
+//! Both binaries' log filter, switchable at runtime (the `logging` feature).
 //!
-//! The filter (tracing's `EnvFilter` syntax, e.g. `info,nova_controller=debug`) comes from
-//! `--log-filter-file` when it is set and readable, else `RUST_LOG`, else `info,kube=warn`. The
-//! file is read again every [`FOLLOW_EVERY`]: a changed content becomes the filter without a
-//! restart, so an SRE raises the level of a running controller by editing the chart's logging
-//! ConfigMap (the kubelet updates the mounted file within its sync period, about a minute). A
-//! content that does not parse is logged and the filter in force stays.
+//! The filter (tracing's `EnvFilter` syntax, e.g. `info,nova_controller=debug`) comes from the
+//! binary's `--log-filter-file` when it is set and readable, else `RUST_LOG`, else the binary's
+//! default. The file is read again every [`FOLLOW_EVERY`]: a changed content becomes the filter
+//! without a restart, so an SRE raises the level of a running controller or webhook by editing
+//! the chart's logging ConfigMap (the kubelet updates the mounted file within its sync period,
+//! about a minute). A content that does not parse is logged and the filter in force stays.
+//! Each binary keeps its own output shape (stream, JSON layout): it hands [`init`] its output
+//! layer.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::layer::{Layered, SubscriberExt as _};
 use tracing_subscriber::util::SubscriberInitExt as _;
-use tracing_subscriber::{EnvFilter, Registry, reload};
-
-use super::flags::LogFormat;
-
-/// The filter when neither the file nor `RUST_LOG` gives one.
-const DEFAULT_FILTER: &str = "info,kube=warn";
+use tracing_subscriber::{EnvFilter, Layer, Registry, reload};
 
 /// How often the filter file is read again.
 pub const FOLLOW_EVERY: Duration = Duration::from_secs(5);
@@ -25,24 +22,28 @@ pub const FOLLOW_EVERY: Duration = Duration::from_secs(5);
 /// Swaps the filter in force.
 pub type FilterHandle = reload::Handle<EnvFilter, Registry>;
 
-/// Installs the global subscriber: `format` on stdout, behind a reloadable filter; returns the
-/// handle [`follow`] swaps it through and the filter text in force.
-pub fn init(format: LogFormat, file: Option<&Path>) -> (FilterHandle, String) {
+/// What a binary's output layer sits on: the registry behind the reloadable filter.
+pub type Filtered = Layered<reload::Layer<EnvFilter, Registry>, Registry>;
+
+/// Installs the global subscriber: `output` behind a reloadable filter, `default` when neither
+/// `file` nor `RUST_LOG` gives one; returns the handle [`follow`] swaps it through and the
+/// filter text in force.
+pub fn init(
+    output: Box<dyn Layer<Filtered> + Send + Sync>,
+    file: Option<&Path>,
+    default: &str,
+) -> (FilterHandle, String) {
     let text = file
         .and_then(|path| std::fs::read_to_string(path).ok())
         .and_then(|text| parse(&text).ok().map(|_| text.trim().to_owned()))
         .or_else(|| std::env::var("RUST_LOG").ok())
-        .unwrap_or_else(|| DEFAULT_FILTER.to_owned());
-    let filter = parse(&text).unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
+        .unwrap_or_else(|| default.to_owned());
+    let filter = parse(&text).unwrap_or_else(|_| EnvFilter::new(default));
     let (filter, handle) = reload::Layer::new(filter);
-    // Colour only on a terminal: a log collector must never see escape codes.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    let output = tracing_subscriber::fmt::layer().with_ansi(ansi);
-    let registry = tracing_subscriber::registry().with(filter);
-    match format {
-        LogFormat::Text => registry.with(output).init(),
-        LogFormat::Json => registry.with(output.json()).init(),
-    }
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(output)
+        .init();
     (handle, text)
 }
 
