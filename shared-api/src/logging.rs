@@ -20,20 +20,21 @@ use tracing_subscriber::{EnvFilter, Layer, Registry, reload};
 pub const FOLLOW_EVERY: Duration = Duration::from_secs(5);
 
 /// Swaps the filter in force.
-pub type FilterHandle = reload::Handle<EnvFilter, Registry>;
+type FilterHandle = reload::Handle<EnvFilter, Registry>;
 
 /// What a binary's output layer sits on: the registry behind the reloadable filter.
 pub type Filtered = Layered<reload::Layer<EnvFilter, Registry>, Registry>;
 
-/// Installs the global subscriber: `output` behind a reloadable filter, `default` when neither
-/// `file` nor `RUST_LOG` gives one; returns the handle [`follow`] swaps it through and the
-/// filter text in force.
-pub fn init(
+/// Installs the global subscriber: `output` behind a reloadable filter, from `file` when it is
+/// readable and valid, else `RUST_LOG`, else `default`; with a `file`, follows it on the
+/// current Tokio runtime (every [`FOLLOW_EVERY`], a changed content becomes the filter).
+pub fn install(
     output: Box<dyn Layer<Filtered> + Send + Sync>,
-    file: Option<&Path>,
+    file: Option<PathBuf>,
     default: &str,
-) -> (FilterHandle, String) {
+) {
     let text = file
+        .as_deref()
         .and_then(|path| std::fs::read_to_string(path).ok())
         .and_then(|text| parse(&text).ok().map(|_| text.trim().to_owned()))
         .or_else(|| std::env::var("RUST_LOG").ok())
@@ -44,7 +45,9 @@ pub fn init(
         .with(filter)
         .with(output)
         .init();
-    (handle, text)
+    if let Some(path) = file {
+        tokio::spawn(follow(path, handle, text));
+    }
 }
 
 /// A filter text as `EnvFilter` takes it; empty is an error (it would silence everything).
@@ -78,7 +81,7 @@ fn refresh(path: &Path, handle: &FilterHandle, current: &mut String) -> Option<S
 }
 
 /// Follows `path` forever: every [`FOLLOW_EVERY`], a changed content becomes the filter.
-pub async fn follow(path: PathBuf, handle: FilterHandle, mut current: String) {
+async fn follow(path: PathBuf, handle: FilterHandle, mut current: String) {
     let mut tick = tokio::time::interval(FOLLOW_EVERY);
     loop {
         tick.tick().await;

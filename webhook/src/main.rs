@@ -271,14 +271,11 @@ async fn shutdown_signal() {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let (filter, in_force) = logging::init(
+    logging::install(
         args.log_format.output(),
-        args.log_filter_file.as_deref(),
+        args.log_filter_file.clone(),
         LOG_FILTER,
     );
-    if let Some(path) = args.log_filter_file.clone() {
-        tokio::spawn(logging::follow(path, filter, in_force));
-    }
     let limits = args.limits.limits().context("the limit flags")?;
     let _ = rustls::crypto::ring::default_provider().install_default();
     nova_webhook::catalog::init().context("embedded option catalogs")?;

@@ -32,14 +32,11 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Runs both controllers until a shutdown is requested or the lead is lost.
 pub async fn run(flags: Flags) -> anyhow::Result<()> {
-    let (filter, in_force) = logging::init(
+    logging::install(
         flags.log_format.output(),
-        flags.log_filter_file.as_deref(),
+        flags.log_filter_file.clone(),
         LOG_FILTER,
     );
-    if let Some(path) = flags.log_filter_file.clone() {
-        tokio::spawn(logging::follow(path, filter, in_force));
-    }
     rustls::crypto::ring::default_provider()
         .install_default()
         .map_err(|_| anyhow::anyhow!("installing the rustls crypto provider failed"))?;

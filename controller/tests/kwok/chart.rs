@@ -1020,12 +1020,16 @@ fn both_binaries_follow_their_log_filter_in_a_configmap() {
             .iter()
             .find_map(|a| a.strip_prefix("--log-filter-file="))
             .expect("--log-filter-file");
-        let mount = container["volumeMounts"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|m| m["name"] == "logging")
-            .expect("the logging mount");
+        let logging = |list: &'static str, of: &Value| {
+            of[list]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|entry| entry["name"] == "logging")
+                .cloned()
+                .unwrap_or_else(|| panic!("{binary}: no logging entry in {list}"))
+        };
+        let mount = logging("volumeMounts", container);
         assert_eq!(
             Some(file),
             mount["mountPath"]
@@ -1034,12 +1038,7 @@ fn both_binaries_follow_their_log_filter_in_a_configmap() {
                 .as_deref(),
             "{binary}"
         );
-        let volume = pod["volumes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|v| v["name"] == "logging")
-            .expect("the logging volume");
+        let volume = logging("volumes", pod);
         assert_eq!(volume["configMap"]["name"], config_map.as_str());
         assert!(
             !container["env"].to_string().contains("RUST_LOG"),
