@@ -599,9 +599,13 @@ fn self_signed_mode_renders_the_same_every_time_and_grants_one_secret_and_two_co
         assert!(args.contains(&flag.to_owned()), "{flag} in {args:?}");
     }
     assert!(!args.iter().any(|a| a.starts_with("--tls-")), "{args:?}");
-    assert!(container.get("volumeMounts").is_none());
     assert_eq!(
-        container["env"][1],
+        container["volumeMounts"],
+        serde_json::json!([{"name": "logging", "mountPath": "/etc/nova-webhook/logging", "readOnly": true}]),
+        "no certificate mount: the webhook reads its Secret itself"
+    );
+    assert_eq!(
+        container["env"][0],
         serde_json::json!({"name": "NOVA_WEBHOOK_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}})
     );
     assert_eq!(
