@@ -3,8 +3,9 @@
 //! with the chart's certificate, the controller converges the sample Nova and runs the sample
 //! pool's Kubernetes rows under its own ServiceAccount with no 403 in its log (cluster-wide and
 //! namespace-scoped), the cluster-wide release adopts the CRDs already there (keeping them on
-//! uninstall), an upgrade that changes only the webhook's values and the Nova CRD updates the
-//! served CRD, rolls only the webhook and keeps the generated CA, a regenerated
+//! uninstall), an upgrade that changes only the webhook's values, the controller's log filter
+//! and the Nova CRD updates the served CRD, rolls only the webhook (the running controller
+//! takes its new log filter from its ConfigMap) and keeps the generated CA, a regenerated
 //! certificate reaches the running webhook pods by their hot reload, and `helm test` passes in
 //! both scopes.
 
@@ -83,6 +84,32 @@ async fn component_logs(client: &Client, ns: &str, component: &str) -> String {
             .expect("logs");
     }
     text
+}
+
+/// The controller, untouched by the upgrade, takes the log filter the upgrade wrote into its
+/// logging ConfigMap once the kubelet has updated the mounted file (its sync period, about a
+/// minute): the runtime switch on the real node, no restart.
+async fn follows_its_new_log_filter(client: &Client, release_ns: &str) {
+    Wait::new(
+        "the controller follows its new log filter",
+        Duration::from_secs(150),
+    )
+    .until(|| async {
+        let logs = component_logs(client, release_ns, "controller").await;
+        let changed = logs
+            .lines()
+            .any(|l| l.contains("log filter changed") && l.contains("nova_controller=debug"));
+        if changed {
+            Seen::Done(())
+        } else {
+            let tail: Vec<&str> = logs.lines().rev().take(5).collect();
+            Seen::Saw(format!(
+                "no filter change in the controller's log; its last lines: {tail:?}"
+            ))
+        }
+    })
+    .await
+    .expect("the controller switched its log level without a restart");
 }
 
 /// The kwok node nova's and the pool's pods are placed on.
@@ -275,7 +302,15 @@ async fn the_chart_runs_the_operator_on_the_real_node() {
     let upgraded = helm::chart_with_changed_crd(changed.path(), marker).expect("chart copy");
     let upgraded = upgraded.display().to_string();
     let mut args = install_args("upgrade", "nova-operator", &release_ns, &upgraded);
-    args.extend_from_slice(&["--set", "webhook.logLevel=debug", "--force-conflicts"]);
+    // A webhook value that rolls it (an argument), and a new log filter for the controller,
+    // which rolls nothing: the running controller follows it from its mounted ConfigMap.
+    args.extend_from_slice(&[
+        "--set",
+        "webhook.logFormat=text",
+        "--set",
+        "controller.logLevel=info\\,nova_controller=debug",
+        "--force-conflicts",
+    ]);
     // The values the release was installed with stay (as a values file an SRE keeps would).
     args.extend_from_slice(&CORPORATE_TRUST);
     helm_ok(home.path(), cp, &args);
@@ -352,6 +387,7 @@ async fn the_chart_runs_the_operator_on_the_real_node() {
         before,
         "the same webhook pods serve the new certificate"
     );
+    follows_its_new_log_filter(&client, &release_ns).await;
     helm_ok(
         home.path(),
         cp,
