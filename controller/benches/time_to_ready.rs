@@ -1,9 +1,10 @@
 //! Time to Ready on the real node, broken down (issue 29, part 3): the sample Nova of the real
 //! tier (`nova_testkit::real::real_nova`, the 2026.1 image) created against the real OpenStack
-//! with the in-process controller, as the real tier runs it, and every step of its way to
-//! `Ready=True` timed from the create: when each Job, Deployment and pod appeared, when each
-//! pod's containers ran and when it turned Ready (or a Job's pod succeeded), and when each
-//! condition of the Nova first turned True. Then the operator's own time: its passes and what
+//! with the in-process controller, as the real tier runs it, once the namespace's broker is up,
+//! and every step of its way to `Ready=True` timed from the create: when each MariaDB object,
+//! Job, Deployment and pod appeared, when each MariaDB object turned Ready, when each pod's
+//! containers ran and when it turned Ready (or a Job's pod succeeded), and when each condition
+//! of the Nova first turned True. Then the operator's own time: its passes and what
 //! they took, against the wall time.
 //!
 //! `cargo bench -p nova-controller --bench time_to_ready` with the real tier's prerequisites
@@ -18,13 +19,14 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::runtime::watcher::{self, Event};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
 use nova_api::v1alpha1::Nova;
+use nova_controller::objects::kinds;
 use nova_test_harness::images::{nova_image, pinned};
-use nova_testkit::prelude::holds;
-use nova_testkit::real::{RELEASE, real_nova, start, wait_nova};
+use nova_testkit::prelude::{Wait, holds};
+use nova_testkit::real::{REAL_TIMEOUT, RELEASE, real_nova, start, wait_nova};
 
 /// When each milestone was first seen, in seconds after the create.
 #[derive(Clone, Default)]
@@ -56,23 +58,12 @@ impl Timeline {
     }
 }
 
-/// Feeds `timeline` with the milestones `of` reads from each object of kind `K` in `ns`.
-fn follow<K, F>(
-    client: &Client,
-    ns: &str,
-    timeline: &Timeline,
-    of: F,
-) -> tokio::task::JoinHandle<()>
+/// Feeds `timeline` with the milestones `of` reads from each object `api` lists.
+fn follow<K, F>(api: Api<K>, timeline: &Timeline, of: F) -> tokio::task::JoinHandle<()>
 where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + 'static,
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
     F: Fn(&K) -> Vec<String> + Send + 'static,
 {
-    let api: Api<K> = Api::namespaced(client.clone(), ns);
     let timeline = timeline.clone();
     tokio::spawn(async move {
         let mut events = watcher::watcher(api, watcher::Config::default()).boxed();
@@ -84,6 +75,18 @@ where
             }
         }
     })
+}
+
+/// A MariaDB object the Database step waits for: created, and Ready once the (SIMULATED)
+/// MariaDB operator has made its schema, user or grant for real.
+fn mariadb_milestones(object: &DynamicObject) -> Vec<String> {
+    let kind = object.types.as_ref().map_or("", |t| t.kind.as_str());
+    let name = format!("{kind} {}", object.name_any());
+    let mut milestones = vec![format!("{name}: created")];
+    if kinds::is_ready(object) {
+        milestones.push(format!("{name}: Ready"));
+    }
+    milestones
 }
 
 /// The Nova's conditions that are True.
@@ -157,13 +160,47 @@ async fn main() {
     );
     let image = pinned(&nova_image(RELEASE)).expect("the nova image's digest");
 
+    // The namespace's broker (the SIMULATED RabbitMQ operator runs one per namespace) is up
+    // before the create, as a cloud's is: the clock measures the Nova's own way.
+    let brokers: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &ns, &kinds::rabbitmq_cluster());
+    Wait::new("the namespace's broker Ready", REAL_TIMEOUT)
+        .until(|| async {
+            let listed = brokers.list(&Default::default()).await.ok()?;
+            listed.items.iter().any(kinds::is_ready).then_some(())
+        })
+        .await
+        .expect("the broker");
+
     let timeline = Timeline::starting_now();
-    let watches = [
-        follow::<Nova, _>(&client, &ns, &timeline, nova_milestones),
-        follow::<Pod, _>(&client, &ns, &timeline, pod_milestones),
-        follow::<Deployment, _>(&client, &ns, &timeline, created),
-        follow::<Job, _>(&client, &ns, &timeline, created),
+    let namespaced = |resource: &ApiResource| {
+        Api::<DynamicObject>::namespaced_with(client.clone(), &ns, resource)
+    };
+    let mut watches = vec![
+        follow(
+            Api::<Nova>::namespaced(client.clone(), &ns),
+            &timeline,
+            nova_milestones,
+        ),
+        follow(
+            Api::<Pod>::namespaced(client.clone(), &ns),
+            &timeline,
+            pod_milestones,
+        ),
+        follow(
+            Api::<Deployment>::namespaced(client.clone(), &ns),
+            &timeline,
+            created,
+        ),
+        follow(
+            Api::<Job>::namespaced(client.clone(), &ns),
+            &timeline,
+            created,
+        ),
     ];
+    for resource in kinds::mariadb_children() {
+        watches.push(follow(namespaced(&resource), &timeline, mariadb_milestones));
+    }
     Api::<Nova>::namespaced(client.clone(), &ns)
         .create(&PostParams::default(), &real_nova(&ns, &image))
         .await
