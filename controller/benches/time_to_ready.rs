@@ -29,23 +29,23 @@ use nova_testkit::prelude::{Wait, holds};
 use nova_testkit::real::{REAL_TIMEOUT, RELEASE, real_nova, start, wait_nova};
 
 /// When each milestone was first seen, in seconds after the create.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Timeline {
-    start: Option<Instant>,
+    start: Instant,
     seen: Arc<Mutex<BTreeMap<String, f64>>>,
 }
 
 impl Timeline {
     fn starting_now() -> Self {
         Self {
-            start: Some(Instant::now()),
+            start: Instant::now(),
             seen: Arc::default(),
         }
     }
 
     /// Records `milestone` the first time it is seen.
     fn saw(&self, milestone: String) {
-        let at = self.start.expect("started").elapsed().as_secs_f64();
+        let at = self.start.elapsed().as_secs_f64();
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.entry(milestone).or_insert(at);
     }
@@ -141,11 +141,7 @@ fn pod_milestones(pod: &Pod) -> Vec<String> {
 }
 
 fn created<K: Resource<DynamicType = ()>>(object: &K) -> Vec<String> {
-    vec![format!(
-        "{} {}: created",
-        K::kind(&()),
-        object.meta().name.clone().unwrap_or_default()
-    )]
+    vec![format!("{} {}: created", K::kind(&()), object.name_any())]
 }
 
 #[tokio::main(flavor = "multi_thread")]

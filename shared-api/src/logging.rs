@@ -1,4 +1,4 @@
-//! Both binaries' log filter, switchable at runtime (the `logging` feature).
+//! Both binaries' log filter, switchable at runtime.
 //!
 //! The filter (tracing's `EnvFilter` syntax, e.g. `info,nova_controller=debug`) comes from the
 //! binary's `--log-filter-file` when it is set and readable, else `RUST_LOG`, else the binary's
@@ -6,8 +6,8 @@
 //! without a restart, so an SRE raises the level of a running controller or webhook by editing
 //! the chart's logging ConfigMap (the kubelet updates the mounted file within its sync period,
 //! about a minute). A content that does not parse is logged and the filter in force stays.
-//! Each binary keeps its own output shape (stream, JSON layout): it hands [`init`] its output
-//! layer.
+//! Each binary keeps its own output shape (stream, JSON layout): it hands [`install`] its
+//! output layer.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

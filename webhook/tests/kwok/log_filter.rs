@@ -2,25 +2,25 @@
 //! ConfigMap): an edit becomes the filter without a restart, a filter that does not parse is
 //! ignored and named, and the process keeps serving throughout.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nova_test_harness::local_webhook::{CertDir, LocalWebhook};
 use nova_test_harness::shared;
-
-/// Longer than the follow period (5 s) with room for a loaded machine.
-const NOTICED_WITHIN: Duration = Duration::from_secs(30);
+use nova_testkit::wait::{Seen, Wait};
 
 /// Waits until the webhook's log holds a line with `text`, failing with the log's tail.
 async fn logged(webhook: &LocalWebhook, text: &str) {
-    let deadline = Instant::now() + NOTICED_WITHIN;
-    while webhook.log_lines_containing(text) == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "no log line with {text:?} after {NOTICED_WITHIN:?}: {}",
-            webhook.log_tail(20)
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    // Longer than the follow period (5 s), with room for a loaded machine.
+    Wait::new(format!("a log line with {text:?}"), Duration::from_secs(30))
+        .until(|| async {
+            if webhook.log_lines_containing(text) > 0 {
+                Seen::Done(())
+            } else {
+                Seen::Saw(format!("the log's tail: {}", webhook.log_tail(20)))
+            }
+        })
+        .await
+        .expect("the webhook logged it");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
